@@ -1,0 +1,344 @@
+"""Kafka messages declared as data, with encoders/decoders derived from the declaration.
+
+A declaration mirrors the shape of Kafka's message specs: an `Api` has a key, valid versions
+and the first flexible version; its request and response are lists of `F` fields, each with
+the versions it exists in, the versions in which it is nullable, a default, and for tagged
+fields a tag. `F("topics", [F(...), ...])` is an array of structs; `F("ids", "[]int32")` an
+array of primitives.
+
+Decoded messages are `Struct`s: dicts with attribute access holding every field of the
+struct (defaults for fields absent in the version). Encoders take a Struct or any plain dict
+(missing keys mean "default"). Codecs are compiled once per (struct, version) and cached.
+"""
+from __future__ import annotations
+
+import uuid as _uuid
+from dataclasses import dataclass, field as dc_field
+from typing import Any, Callable, Sequence
+
+from .types import DecodeError, Reader, Writer, ZERO_UUID
+
+
+class Struct(dict):
+    """A decoded message or sub-struct: a dict whose keys are also attributes."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        self[name] = value
+
+
+@dataclass(frozen=True)
+class VersionRange:
+    low: int
+    high: int | None  # None: open ended
+
+    @classmethod
+    def parse(cls, spec: str | None) -> "VersionRange | None":
+        """Kafka's notation: "none", "3+", "0-2", "5"."""
+        if spec is None or spec == "none":
+            return None
+        if spec.endswith("+"):
+            return cls(int(spec[:-1]), None)
+        if "-" in spec:
+            lo, hi = spec.split("-")
+            return cls(int(lo), int(hi))
+        return cls(int(spec), int(spec))
+
+    def __contains__(self, v: int) -> bool:
+        return v >= self.low and (self.high is None or v <= self.high)
+
+
+PRIMITIVES = {"bool", "int8", "int16", "uint16", "int32", "uint32", "int64", "float64",
+              "string", "bytes", "records", "uuid"}
+
+
+@dataclass
+class F:
+    """One field. `type` is a primitive name, "[]<primitive>", or a list of sub-fields."""
+
+    name: str
+    type: Any
+    versions: str = "0+"
+    nullable: str | None = None
+    default: Any = None
+    tag: int | None = None
+    tagged_versions: str | None = None
+    about: str = ""
+
+    def __post_init__(self) -> None:
+        self.vr = VersionRange.parse(self.versions)
+        self.nr = VersionRange.parse(self.nullable)
+        self.tr = VersionRange.parse(self.tagged_versions or (self.versions if self.tag is not None else None))
+        if isinstance(self.type, list):
+            self.kind, self.elem = "struct_array", self.type
+        elif isinstance(self.type, str) and self.type.startswith("[]"):
+            self.kind, self.elem = "prim_array", self.type[2:]
+            assert self.elem in PRIMITIVES, self.type
+        else:
+            assert self.type in PRIMITIVES, f"{self.name}: unknown type {self.type!r}"
+            self.kind, self.elem = "prim", self.type
+
+    def default_value(self) -> Any:
+        if self.default is not None:
+            return self.default
+        if self.kind != "prim":
+            return []
+        t = self.elem
+        if t == "bool":
+            return False
+        if t in ("string",):
+            return ""
+        if t == "bytes":
+            return b""
+        if t == "records":
+            return None
+        if t == "uuid":
+            return ZERO_UUID
+        if t == "float64":
+            return 0.0
+        return 0
+
+
+# ---------------------------------------------------------------- primitive codecs
+
+def _prim_reader(t: str, nullable: bool, flexible: bool) -> Callable[[Reader], Any]:
+    if t == "string":
+        def read_string(r: Reader) -> Any:
+            v = r.string(flexible)
+            if v is None and not nullable:
+                raise DecodeError("null for a non-nullable string")
+            return v
+        return read_string
+    if t in ("bytes", "records"):
+        as_view = t == "records"
+
+        def read_bytes(r: Reader) -> Any:
+            v = r.bytes_view(flexible)
+            if v is None:
+                if not nullable:
+                    raise DecodeError("null for non-nullable bytes")
+                return None
+            return v if as_view else bytes(v)
+        return read_bytes
+    return {
+        "bool": Reader.boolean, "int8": Reader.int8, "int16": Reader.int16,
+        "uint16": Reader.uint16, "int32": Reader.int32, "uint32": Reader.uint32,
+        "int64": Reader.int64, "float64": Reader.float64, "uuid": Reader.uuid,
+    }[t]
+
+
+def _prim_writer(t: str, flexible: bool) -> Callable[[Writer, Any], None]:
+    if t == "string":
+        return lambda w, v: w.string(v, flexible)
+    if t in ("bytes", "records"):
+        return lambda w, v: w.bytes_(v, flexible)
+    return {
+        "bool": Writer.boolean, "int8": Writer.int8, "int16": Writer.int16,
+        "uint16": Writer.uint16, "int32": Writer.int32, "uint32": Writer.uint32,
+        "int64": Writer.int64, "float64": Writer.float64, "uuid": Writer.uuid,
+    }[t]
+
+
+def _get(obj: Any, name: str, default: Any) -> Any:
+    if isinstance(obj, dict):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+# ---------------------------------------------------------------- struct codecs
+
+class StructCodec:
+    """Encoder/decoder of one struct (field list) at one version."""
+
+    def __init__(self, fields: Sequence[F], version: int, flexible: bool):
+        self.version = version
+        self.flexible = flexible
+        self.all_fields = list(fields)
+        # (name, read, write, default) for fields present in this version, in order.
+        self.plain: list[tuple[str, Callable, Callable, Any]] = []
+        self.tagged: dict[int, tuple[str, Callable, Callable, Any]] = {}
+        self.defaults: dict[str, Any] = {}
+        for f in fields:
+            self.defaults[f.name] = f.default_value
+            if version not in f.vr:
+                continue
+            read, write = self._field_codec(f)
+            entry = (f.name, read, write, f.default_value)
+            if f.tag is not None and flexible and f.tr is not None and version in f.tr:
+                self.tagged[f.tag] = entry
+            elif f.tag is None:
+                self.plain.append(entry)
+        self.tag_order = sorted(self.tagged)
+
+    def _field_codec(self, f: F) -> tuple[Callable, Callable]:
+        v, flex = self.version, self.flexible
+        nullable = f.nr is not None and v in f.nr
+        if f.kind == "prim":
+            return _prim_reader(f.elem, nullable, flex), _prim_writer(f.elem, flex)
+        if f.kind == "prim_array":
+            er, ew = _prim_reader(f.elem, False, flex), _prim_writer(f.elem, flex)
+        else:
+            sub = StructCodec(f.elem, v, flex)
+            er, ew = sub.read, sub.write
+
+        def read_array(r: Reader) -> Any:
+            n = r.array_length(flex)
+            if n < 0:
+                if not nullable:
+                    raise DecodeError(f"null array {f.name!r} is not nullable")
+                return None
+            return [er(r) for _ in range(n)]
+
+        def write_array(w: Writer, items: Any) -> None:
+            if items is None:
+                w.array_length(None, flex)
+                return
+            w.array_length(len(items), flex)
+            for it in items:
+                ew(w, it)
+        return read_array, write_array
+
+    def read(self, r: Reader) -> Struct:
+        out = Struct()
+        for name, dflt in self.defaults.items():
+            out[name] = dflt()
+        for name, read, _, _ in self.plain:
+            out[name] = read(r)
+        if self.flexible:
+            for _ in range(r.uvarint()):
+                tag = r.uvarint()
+                size = r.uvarint()
+                entry = self.tagged.get(tag)
+                if entry is None:
+                    r.skip(size)  # unknown tagged fields are ignored, as Kafka does
+                    continue
+                sub = Reader(r.buf, r.pos, r.pos + size)
+                out[entry[0]] = entry[1](sub)
+                r.skip(size)
+        return out
+
+    def write(self, w: Writer, obj: Any) -> None:
+        for name, _, write, dflt in self.plain:
+            write(w, _get(obj, name, None) if _has(obj, name) else dflt())
+        if self.flexible:
+            present = []
+            for tag in self.tag_order:
+                name, _, write, dflt = self.tagged[tag]
+                value = _get(obj, name, None) if _has(obj, name) else None
+                if value is None or value == dflt():
+                    continue
+                present.append((tag, write, value))
+            w.uvarint(len(present))
+            for tag, write, value in present:
+                sub = Writer()
+                write(sub, value)
+                data = sub.getvalue()
+                w.uvarint(tag)
+                w.uvarint(len(data))
+                w.raw(data)
+
+
+def _has(obj: Any, name: str) -> bool:
+    if isinstance(obj, dict):
+        return name in obj
+    return hasattr(obj, name)
+
+
+# ---------------------------------------------------------------- APIs
+
+@dataclass
+class Api:
+    """One Kafka API: key, valid versions, first flexible version, request/response fields.
+
+    `request_header_v0` lists request versions that use request header v0 (no client id),
+    which only ControlledShutdown v0 does.
+    """
+
+    key: int
+    name: str
+    valid: tuple[int, int]
+    flexible: int | None
+    request: list[F]
+    response: list[F]
+    request_header_v0: tuple[int, ...] = ()
+    _cache: dict = dc_field(default_factory=dict, repr=False)
+
+    @property
+    def min_version(self) -> int:
+        return self.valid[0]
+
+    @property
+    def max_version(self) -> int:
+        return self.valid[1]
+
+    def supports(self, version: int) -> bool:
+        return self.valid[0] <= version <= self.valid[1]
+
+    def is_flexible(self, version: int) -> bool:
+        return self.flexible is not None and version >= self.flexible
+
+    def request_header_version(self, version: int) -> int:
+        if version in self.request_header_v0:
+            return 0
+        return 2 if self.is_flexible(version) else 1
+
+    def response_header_version(self, version: int) -> int:
+        # ApiVersions answers with header v0 always, so a client can read it before it
+        # knows which versions the broker speaks.
+        if self.key == 18:
+            return 0
+        return 1 if self.is_flexible(version) else 0
+
+    def _codec(self, which: str, version: int) -> StructCodec:
+        key = (which, version)
+        codec = self._cache.get(key)
+        if codec is None:
+            if not self.supports(version):
+                raise UnsupportedVersion(self.name, version)
+            fields = self.request if which == "req" else self.response
+            codec = StructCodec(fields, version, self.is_flexible(version))
+            self._cache[key] = codec
+        return codec
+
+    def decode_request(self, data: Any, version: int) -> Struct:
+        return self._codec("req", version).read(data if isinstance(data, Reader) else Reader(data))
+
+    def decode_response(self, data: Any, version: int) -> Struct:
+        return self._codec("resp", version).read(data if isinstance(data, Reader) else Reader(data))
+
+    def encode_request(self, msg: Any, version: int, w: Writer | None = None) -> Writer:
+        w = w or Writer()
+        self._codec("req", version).write(w, msg)
+        return w
+
+    def encode_response(self, msg: Any, version: int, w: Writer | None = None) -> Writer:
+        w = w or Writer()
+        self._codec("resp", version).write(w, msg)
+        return w
+
+    def default_request(self, version: int) -> Struct:
+        return _defaults(self.request, version)
+
+    def default_response(self, version: int) -> Struct:
+        return _defaults(self.response, version)
+
+
+def _defaults(fields: Sequence[F], version: int) -> Struct:
+    return Struct({f.name: f.default_value() for f in fields})
+
+
+class UnsupportedVersion(Exception):
+    def __init__(self, api: str, version: int):
+        super().__init__(f"{api} v{version} is not supported")
+        self.api = api
+        self.version = version
+
+
+__all__ = ["Api", "F", "Struct", "VersionRange", "UnsupportedVersion", "DecodeError", "_uuid"]
