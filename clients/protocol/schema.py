@@ -55,6 +55,15 @@ class VersionRange:
         return v >= self.low and (self.high is None or v <= self.high)
 
 
+class _Null:
+    """Sentinel for `default=NULL`: the field's default is null (Kafka's "default": "null")."""
+
+    def __repr__(self) -> str:
+        return "NULL"
+
+
+NULL = _Null()
+
 PRIMITIVES = {"bool", "int8", "int16", "uint16", "int32", "uint32", "int64", "float64",
               "string", "bytes", "records", "uuid"}
 
@@ -86,6 +95,8 @@ class F:
             self.kind, self.elem = "prim", self.type
 
     def default_value(self) -> Any:
+        if self.default is NULL:
+            return None
         if self.default is not None:
             return self.default
         if self.kind != "prim":
@@ -341,4 +352,4 @@ class UnsupportedVersion(Exception):
         self.version = version
 
 
-__all__ = ["Api", "F", "Struct", "VersionRange", "UnsupportedVersion", "DecodeError", "_uuid"]
+__all__ = ["Api", "F", "NULL", "Struct", "VersionRange", "UnsupportedVersion", "DecodeError", "_uuid"]
