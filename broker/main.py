@@ -1,0 +1,172 @@
+"""Wires a broker together and runs it: `python -m broker config/server.properties`.
+
+Standalone (no `zookeeper.connect`): this broker is the whole cluster; topic metadata lives
+under the first log dir (zkcoord.local). Background maintenance (retention, flush, recovery
+point checkpoints, delayed file deletes) runs as periodic tasks on the same event loop.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+import time
+from typing import Any
+
+from clients.protocol.errors import InvalidConfigError
+
+from .config import BrokerConfig, ConfigError, TopicConfigs
+from .log import LogConfig, LogManager
+from .replication.replica_manager import ReplicaManager
+from .server import handlers  # noqa: F401  (registers every handler)
+from .server.dispatch import Dispatcher
+from .server.network import KafkaServer
+from .server.purgatory import FetchPurgatory
+from .topic_admin import TopicAdmin
+from .txn.producer_ids import ProducerIdManager
+
+log = logging.getLogger("strom.broker")
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig):
+        from zkcoord.local import LocalCoordinator
+        from zkcoord.store import BrokerInfo
+
+        self.config = config
+        self.broker_id = max(config.broker_id, 0)
+        adv = config.advertised_listeners[0]
+        self.advertised = BrokerInfo(self.broker_id, adv[1], adv[2], config.get("broker.rack"))
+        self.log_manager = LogManager(config.log_dirs, LogConfig.from_topic_configs(config.topic_defaults()))
+        self.purgatory = FetchPurgatory()
+        self.replicas = ReplicaManager(self.broker_id, self.log_manager, self.purgatory)
+        self.coordinator = LocalCoordinator(config.log_dirs[0], self.advertised)
+        self.producer_ids = ProducerIdManager(self.coordinator)
+        self.topic_admin = TopicAdmin(self)
+        self.servers: list[KafkaServer] = []
+        self._tasks: list[asyncio.Task] = []
+        self._stopped = asyncio.Event()
+
+    # ------------------------------------------------------------ topic configs
+    def validate_topic_configs(self, configs: dict[str, str]) -> dict[str, str]:
+        try:
+            return TopicConfigs.validate(configs)
+        except ConfigError as e:
+            raise InvalidConfigError(str(e)) from None
+
+    def topic_config_values(self, overrides: dict[str, str]) -> dict[str, str]:
+        return {**self.config.topic_defaults(), **overrides}
+
+    def log_config_for(self, meta: Any) -> LogConfig:
+        return LogConfig.from_topic_configs(self.topic_config_values(meta.configs))
+
+    def describe_topic_configs(self, topic: str, overrides: dict[str, str]) -> list[dict]:
+        from .server.handlers.configs import topic_config_entries
+        return topic_config_entries(self, overrides, include_synonyms=False)
+
+    # ------------------------------------------------------------ partitions
+    def apply_topic(self, meta: Any) -> None:
+        """Make this broker's partitions of `meta` match the metadata (standalone: lead all)."""
+        cfg = self.log_config_for(meta)
+        for index, replicas in sorted(meta.partitions.items()):
+            if self.broker_id in replicas and self.replicas.maybe_get(meta.name, index) is None:
+                self.replicas.become_leader(meta.name, meta.topic_id, index, replicas, 0, cfg)
+
+    # ------------------------------------------------------------ lifecycle
+    async def start(self) -> None:
+        await self.coordinator.start()
+        for meta in list(self.coordinator.topics().values()):
+            self.apply_topic(meta)
+        dispatcher = Dispatcher(self)
+        max_request = self.config.get("socket.request.max.bytes")
+        for name, host, port in self.config.listeners:
+            server = KafkaServer(host, port, dispatcher, listener_name=name, max_request_size=max_request)
+            await server.start()
+            self.servers.append(server)
+        if self.advertised.port == 0:
+            # An ephemeral listener port (tests): advertise the port actually bound.
+            self.advertised.port = self.servers[0].bound_port
+        self._tasks = [
+            asyncio.create_task(self._every(self.config.get("log.retention.check.interval.ms"),
+                                            self._retention)),
+            asyncio.create_task(self._every(1000, self._flush_and_tick)),
+            asyncio.create_task(self._every(self.config.get("log.flush.offset.checkpoint.interval.ms"),
+                                            self.log_manager.checkpoint_recovery_points)),
+        ]
+
+    def _retention(self) -> None:
+        self.log_manager.run_retention(int(time.time() * 1000))
+
+    def _flush_and_tick(self) -> None:
+        now = int(time.time() * 1000)
+        self.log_manager.flush_due(now)
+        self.log_manager.tick(now)
+
+    async def _every(self, interval_ms: int, fn) -> None:
+        while True:
+            await asyncio.sleep(interval_ms / 1000.0)
+            try:
+                fn()
+            except Exception:
+                log.exception("periodic task %s failed", getattr(fn, "__name__", fn))
+
+    async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        for s in self.servers:
+            await s.stop()
+        self.purgatory.notify_all()
+        self.log_manager.close()
+        await self.coordinator.stop()
+        self._stopped.set()
+
+    def describe_listeners(self) -> str:
+        return ", ".join(f"{s.listener_name}://{s.host}:{s.bound_port}" for s in self.servers)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="strom-broker", description="Run a strom broker.")
+    ap.add_argument("config", help="server.properties file (Kafka's key names)")
+    ap.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a property from the file (repeatable), as kafka-server-start.sh")
+    return ap.parse_args(argv)
+
+
+async def run(config: BrokerConfig) -> None:
+    broker = Broker(config)
+    await broker.start()
+    print(f"strom broker {broker.broker_id} listening on {broker.describe_listeners()} "
+          f"(advertised {broker.advertised.host}:{broker.advertised.port}), "
+          f"log dirs {', '.join(config.log_dirs)}", flush=True)
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    log.info("shutting down")
+    await broker.stop()
+    print("strom broker stopped", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
+    overrides = {}
+    for item in args.override:
+        key, sep, value = item.partition("=")
+        if not sep:
+            print(f"--override {item!r}: expected KEY=VALUE", file=sys.stderr)
+            return 2
+        overrides[key.strip()] = value.strip()
+    try:
+        config = BrokerConfig.load(args.config, overrides)
+    except (ConfigError, OSError) as e:
+        print(f"strom: {e}", file=sys.stderr)
+        return 1
+    asyncio.run(run(config))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

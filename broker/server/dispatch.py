@@ -1,0 +1,151 @@
+"""api_key -> handler. The registry is also what ApiVersions answers from, so what is
+advertised is exactly what is implemented.
+
+A handler is `fn(broker, request: Struct, ctx: RequestContext) -> dict | None` (sync or
+async). It raises a `KafkaError` for a whole-request failure; the one catch-all here turns
+it, or any unexpected exception, into the API's error response when the API has a top-level
+error code, and otherwise closes the connection (never the broker).
+"""
+from __future__ import annotations
+
+import inspect
+import logging
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
+
+from clients.protocol.errors import Code, KafkaError
+from clients.protocol.headers import RequestHeader, decode_request_header, encode_response_header, peek_api
+from clients.protocol.messages import API_BY_KEY, API_BY_NAME
+from clients.protocol.schema import Api, Struct
+from clients.protocol.types import DecodeError, Reader, Writer
+
+from .network import CloseConnection, ConnectionInfo, Response
+
+log = logging.getLogger(__name__)
+
+API_VERSIONS_KEY = 18
+
+
+@dataclass
+class RequestContext:
+    header: RequestHeader
+    conn: ConnectionInfo
+    api: Api
+
+    @property
+    def version(self) -> int:
+        return self.header.api_version
+
+
+HandlerFn = Callable[[Any, Struct, RequestContext], "Awaitable[Any] | Any"]
+
+
+@dataclass
+class Handler:
+    api: Api
+    min_version: int
+    max_version: int
+    fn: HandlerFn
+    is_async: bool
+
+    def supports(self, version: int) -> bool:
+        return self.min_version <= version <= self.max_version
+
+
+REGISTRY: dict[int, Handler] = {}
+
+
+def handles(api_name: str, versions: tuple[int, int]) -> Callable[[HandlerFn], HandlerFn]:
+    """Register `fn` as the handler of `api_name` for the inclusive version range."""
+    api = API_BY_NAME[api_name]
+    lo, hi = versions
+    if lo < api.min_version or hi > api.max_version:
+        raise ValueError(f"{api_name} {versions} outside declared {api.valid}")
+
+    def register(fn: HandlerFn) -> HandlerFn:
+        REGISTRY[api.key] = Handler(api, lo, hi, fn, inspect.iscoroutinefunction(fn))
+        return fn
+    return register
+
+
+def advertised_versions() -> list[tuple[int, int, int]]:
+    return sorted((h.api.key, h.min_version, h.max_version) for h in REGISTRY.values())
+
+
+def _encode(api: Api, version: int, correlation_id: int, body: Any) -> Response:
+    w = Writer()
+    encode_response_header(w, correlation_id, api.response_header_version(version))
+    api.encode_response(body, version, w)
+    return Response(w.chunks())
+
+
+def api_versions_fallback(correlation_id: int) -> Response:
+    """UNSUPPORTED_VERSION with our ranges, in v0 format, so any client can read it."""
+    api = API_BY_KEY[API_VERSIONS_KEY]
+    body = {"error_code": Code.UNSUPPORTED_VERSION,
+            "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi}
+                         for k, lo, hi in advertised_versions()]}
+    return _encode(api, 0, correlation_id, body)
+
+
+def error_response(api: Api, version: int, code: int, message: str | None = None) -> Struct | None:
+    """The API's response with its top-level error code set, or None if it has none."""
+    names = {f.name for f in api.response if f.vr and version in f.vr}
+    if "error_code" not in names:
+        return None
+    body = api.default_response(version)
+    body.error_code = code
+    if "error_message" in names and message:
+        body.error_message = message
+    return body
+
+
+class Dispatcher:
+    """Decodes a frame, runs its handler, encodes the response."""
+
+    def __init__(self, broker: Any):
+        self.broker = broker
+
+    async def __call__(self, frame: memoryview, conn: ConnectionInfo) -> Response | None:
+        try:
+            api_key, version, correlation_id = peek_api(frame)
+        except DecodeError:
+            raise CloseConnection("frame too short for a request header") from None
+        handler = REGISTRY.get(api_key)
+        if handler is None:
+            raise CloseConnection(f"unknown API key {api_key}")
+        api = handler.api
+        if not handler.supports(version):
+            if api_key == API_VERSIONS_KEY:
+                return api_versions_fallback(correlation_id)
+            raise CloseConnection(f"{api.name} v{version} is not supported")
+        try:
+            r = Reader(frame)
+            header = decode_request_header(r, api.request_header_version(version))
+            request = api.decode_request(r, version)
+        except DecodeError as e:
+            if api_key == API_VERSIONS_KEY:
+                # Kafka answers a garbled ApiVersions with INVALID_REQUEST rather than silence.
+                body = error_response(api, 0, Code.INVALID_REQUEST)
+                return _encode(api, 0, correlation_id, body)
+            raise CloseConnection(f"cannot decode {api.name} v{version}: {e}") from None
+        conn.client_id = header.client_id
+        ctx = RequestContext(header, conn, api)
+        try:
+            result = handler.fn(self.broker, request, ctx)
+            if handler.is_async:
+                result = await result
+        except KafkaError as e:
+            result = error_response(api, version, e.code, e.message)
+            if result is None:
+                raise CloseConnection(f"{api.name} failed: {e!r}") from None
+        except (CloseConnection, __import__("asyncio").CancelledError):
+            raise
+        except Exception as e:
+            log.exception("%s v%d from %s failed", api.name, version, conn.peer)
+            result = error_response(api, version, Code.UNKNOWN_SERVER_ERROR, str(e))
+            if result is None:
+                raise CloseConnection(f"{api.name} failed: {e!r}") from None
+        if result is None:
+            return None
+        return _encode(api, version, correlation_id, result)

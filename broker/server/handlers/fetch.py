@@ -1,0 +1,119 @@
+"""Fetch: file regions of the segment files, bounded by the high watermark (or LSO).
+
+Record bytes never enter Python: the log returns (file, position, size) regions that the
+network layer sends with sendfile. A fetch below `min_bytes` parks in the purgatory until
+an append to one of its partitions or `max_wait_ms`.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+
+from clients.protocol.errors import Code, KafkaError
+
+from ...replication.replica_manager import READ_COMMITTED
+from ..dispatch import handles
+
+
+def check_leader_epoch(partition, requested: int) -> int:
+    """Kafka's fencing of a client whose view of the leader epoch differs from ours."""
+    if requested == -1 or requested == partition.leader_epoch:
+        return 0
+    if requested > partition.leader_epoch:
+        return Code.UNKNOWN_LEADER_EPOCH
+    return Code.FENCED_LEADER_EPOCH
+
+
+class _FetchPlan:
+    """The resolved partitions of one fetch request, read again after each wake-up."""
+
+    def __init__(self, broker, request, version: int):
+        self.broker = broker
+        self.version = version
+        self.isolation = request.isolation_level if version >= 4 else 0
+        self.max_bytes = request.max_bytes if version >= 3 else 2 ** 31 - 1
+        self.topics = []   # (response key dict, [(request partition, Partition or error code)])
+        coordinator = broker.coordinator
+        for t in request.topics:
+            if version >= 13:
+                meta = coordinator.topic_by_id(t.topic_id)
+                key = {"topic_id": t.topic_id, "topic": meta.name if meta else ""}
+                missing = Code.UNKNOWN_TOPIC_ID
+            else:
+                meta = coordinator.topic(t.topic)
+                key = {"topic": t.topic}
+                missing = Code.UNKNOWN_TOPIC_OR_PARTITION
+            parts = []
+            for rp in t.partitions:
+                p = broker.replicas.maybe_get(meta.name, rp.partition) if meta else None
+                if p is None:
+                    parts.append((rp, missing))
+                elif not p.is_leader:
+                    parts.append((rp, Code.NOT_LEADER_OR_FOLLOWER))
+                else:
+                    code = check_leader_epoch(p, rp.current_leader_epoch) if version >= 9 else 0
+                    parts.append((rp, code or p))
+            self.topics.append((key, parts))
+
+    def keys(self) -> list[tuple[str, int]]:
+        return [(p.topic, p.index) for _, parts in self.topics for _, p in parts if not isinstance(p, int)]
+
+    def read(self) -> tuple[list[dict], int, bool]:
+        """(topic responses, bytes of records, whether any partition has an error)."""
+        remaining = self.max_bytes
+        total = 0
+        any_error = False
+        min_one = self.version >= 3   # KIP-74: the first batch always fits
+        responses = []
+        for key, parts in self.topics:
+            out = []
+            for rp, p in parts:
+                entry = {"partition_index": rp.partition, "error_code": 0, "high_watermark": -1,
+                         "last_stable_offset": -1, "log_start_offset": -1,
+                         "aborted_transactions": [] if self.isolation == READ_COMMITTED else None,
+                         "preferred_read_replica": -1, "records": b""}
+                if isinstance(p, int):
+                    entry["error_code"] = p
+                    any_error = True
+                    out.append(entry)
+                    continue
+                log = p.log
+                entry["high_watermark"] = p.high_watermark
+                entry["last_stable_offset"] = log.last_stable_offset
+                entry["log_start_offset"] = log.log_start_offset
+                try:
+                    limit = min(rp.partition_max_bytes, remaining)
+                    info = log.read(rp.fetch_offset, limit, p.last_offset_for(self.isolation),
+                                    min_one and total == 0)
+                except KafkaError as e:
+                    entry["error_code"] = e.code
+                    any_error = True
+                    out.append(entry)
+                    continue
+                if info.size:
+                    entry["records"] = info.regions
+                    total += info.size
+                    remaining = max(0, remaining - info.size)
+                out.append(entry)
+            responses.append({**key, "partitions": out})
+        return responses, total, any_error
+
+
+@handles("Fetch", (0, 16))
+async def fetch(broker, request, ctx) -> dict:
+    v = ctx.version
+    if v >= 7 and request.session_id != 0:
+        # We never hand out fetch sessions (session_id 0 in every answer), so a client that
+        # names one is confused: tell it, and it falls back to full fetches.
+        return {"error_code": Code.FETCH_SESSION_ID_NOT_FOUND, "session_id": 0, "responses": []}
+    plan = _FetchPlan(broker, request, v)
+    deadline = time.monotonic() + max(0, request.max_wait_ms) / 1000.0
+    while True:
+        responses, total, any_error = plan.read()
+        wait = deadline - time.monotonic()
+        if total >= request.min_bytes or any_error or wait <= 0 or not plan.keys():
+            break
+        await broker.purgatory.wait(plan.keys(), wait)
+        if ctx.conn.closed:
+            break
+    return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}

@@ -1,0 +1,101 @@
+"""Metadata and DescribeCluster: who leads what, where the brokers are."""
+from __future__ import annotations
+
+import uuid
+
+from clients.protocol.errors import Code, KafkaError
+
+from ..dispatch import handles
+
+NO_OPERATIONS = -2147483648   # Kafka's "authorized operations not requested"
+
+
+def _brokers(broker) -> list[dict]:
+    return [{"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
+            for b in broker.coordinator.live_brokers()]
+
+
+def _partition_entries(broker, meta) -> list[dict]:
+    out = []
+    for index in sorted(meta.partitions):
+        replicas = meta.partitions[index]
+        p = broker.replicas.maybe_get(meta.name, index)
+        if p is None:
+            out.append({"error_code": Code.LEADER_NOT_AVAILABLE, "partition_index": index,
+                        "leader_id": -1, "leader_epoch": -1, "replica_nodes": replicas,
+                        "isr_nodes": [], "offline_replicas": []})
+            continue
+        out.append({"error_code": 0, "partition_index": index, "leader_id": p.leader_id,
+                    "leader_epoch": p.leader_epoch, "replica_nodes": replicas,
+                    "isr_nodes": list(p.isr), "offline_replicas": []})
+    return out
+
+
+def _topic_entry(broker, meta) -> dict:
+    return {"error_code": 0, "name": meta.name, "topic_id": meta.topic_id,
+            "is_internal": meta.is_internal, "partitions": _partition_entries(broker, meta),
+            "topic_authorized_operations": NO_OPERATIONS}
+
+
+@handles("Metadata", (0, 12))
+async def metadata(broker, request, ctx) -> dict:
+    v = ctx.version
+    coordinator = broker.coordinator
+    topics = []
+    # v0: an empty list means all topics; v1+: null means all, empty means none.
+    if request.topics is None or (v == 0 and not request.topics):
+        for name in sorted(coordinator.topics()):
+            topics.append(_topic_entry(broker, coordinator.topics()[name]))
+    else:
+        allow_create = (request.allow_auto_topic_creation if v >= 4 else True) and \
+            broker.config.get("auto.create.topics.enable")
+        for t in request.topics:
+            name = t.name
+            meta = None
+            if name is None and t.get("topic_id") and t.topic_id.int:
+                meta = coordinator.topic_by_id(t.topic_id)
+                if meta is None:
+                    topics.append({"error_code": Code.UNKNOWN_TOPIC_ID, "name": None,
+                                   "topic_id": t.topic_id, "partitions": []})
+                    continue
+            else:
+                meta = coordinator.topic(name)
+            if meta is None and allow_create:
+                try:
+                    meta = await broker.topic_admin.create(name)
+                except KafkaError as e:
+                    if e.code != Code.TOPIC_ALREADY_EXISTS:
+                        topics.append({"error_code": e.code, "name": name,
+                                       "topic_id": uuid.UUID(int=0), "partitions": []})
+                        continue
+                    meta = coordinator.topic(name)
+            if meta is None:
+                topics.append({"error_code": Code.UNKNOWN_TOPIC_OR_PARTITION, "name": name,
+                               "topic_id": uuid.UUID(int=0), "partitions": []})
+                continue
+            topics.append(_topic_entry(broker, meta))
+    return {
+        "throttle_time_ms": 0,
+        "brokers": _brokers(broker),
+        "cluster_id": coordinator.cluster_id,
+        "controller_id": coordinator.controller_id,
+        "topics": topics,
+        "cluster_authorized_operations": NO_OPERATIONS,
+    }
+
+
+@handles("DescribeCluster", (0, 1))
+def describe_cluster(broker, request, ctx) -> dict:
+    if ctx.version >= 1 and request.endpoint_type not in (1,):
+        # Only brokers (endpoint type 1) are served by a broker listener.
+        return {"error_code": Code.UNSUPPORTED_ENDPOINT_TYPE, "endpoint_type": request.endpoint_type,
+                "error_message": "Only brokers are served here", "cluster_id": broker.coordinator.cluster_id,
+                "controller_id": -1, "brokers": []}
+    return {
+        "throttle_time_ms": 0, "error_code": 0, "error_message": None, "endpoint_type": 1,
+        "cluster_id": broker.coordinator.cluster_id,
+        "controller_id": broker.coordinator.controller_id,
+        "brokers": [{"broker_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
+                    for b in broker.coordinator.live_brokers()],
+        "cluster_authorized_operations": NO_OPERATIONS,
+    }

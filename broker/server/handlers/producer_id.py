@@ -1,0 +1,22 @@
+"""InitProducerId for idempotent producers (transactions come with the txn coordinator)."""
+from __future__ import annotations
+
+from clients.protocol.errors import Code
+
+from ..dispatch import handles
+
+MAX_EPOCH = 32767
+
+
+@handles("InitProducerId", (0, 4))
+async def init_producer_id(broker, request, ctx) -> dict:
+    if request.transactional_id is not None:
+        return {"error_code": Code.COORDINATOR_NOT_AVAILABLE, "producer_id": -1, "producer_epoch": -1}
+    pid = request.producer_id if ctx.version >= 3 else -1
+    epoch = request.producer_epoch if ctx.version >= 3 else -1
+    if pid >= 0 and 0 <= epoch < MAX_EPOCH - 1:
+        # KIP-360: an idempotent producer that lost track of its sequences bumps its epoch
+        # and keeps its id; the partitions reset its sequence on the new epoch.
+        return {"error_code": 0, "producer_id": pid, "producer_epoch": epoch + 1, "throttle_time_ms": 0}
+    new_id = await broker.producer_ids.next_id()
+    return {"error_code": 0, "producer_id": new_id, "producer_epoch": 0, "throttle_time_ms": 0}

@@ -1,0 +1,126 @@
+"""Standalone coordinator: one broker, metadata in a JSON file under the first log dir.
+
+Every change is written atomically (temp file, fsync, rename, fsync of the directory), so a
+crash leaves either the old or the new metadata, never a torn file.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import uuid
+from pathlib import Path
+
+from clients.protocol.errors import TopicAlreadyExistsError, UnknownTopicOrPartitionError
+
+from .store import BrokerInfo, Coordinator, TopicMetadata
+
+META_FILE = "__strom_metadata.json"
+
+
+def new_cluster_id() -> str:
+    """Kafka's form: a random UUID, URL-safe base64 without padding (22 characters)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class LocalCoordinator(Coordinator):
+    def __init__(self, log_dir: str | Path, broker: BrokerInfo):
+        self.dir = Path(log_dir)
+        self.broker = broker
+        self.path = self.dir / META_FILE
+        self._topics: dict[str, TopicMetadata] = {}
+        self._next_producer_id = 0
+        self.cluster_id = ""
+
+    async def start(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        if self.path.exists():
+            doc = json.loads(self.path.read_text())
+            self.cluster_id = doc["cluster_id"]
+            self._next_producer_id = doc.get("next_producer_id", 0)
+            for name, t in doc.get("topics", {}).items():
+                self._topics[name] = TopicMetadata(
+                    name, uuid.UUID(t["id"]),
+                    {int(p): list(r) for p, r in t["partitions"].items()}, dict(t.get("configs", {})))
+        else:
+            self.cluster_id = new_cluster_id()
+            self._save()
+        self._write_meta_properties()
+
+    def _write_meta_properties(self) -> None:
+        # Kafka's own marker of which cluster and broker a log dir belongs to.
+        text = f"version=0\nbroker.id={self.broker.broker_id}\ncluster.id={self.cluster_id}\n"
+        p = self.dir / "meta.properties"
+        if not p.exists() or p.read_text() != text:
+            atomic_write(p, text.encode())
+
+    async def stop(self) -> None:
+        self._save()
+
+    def _save(self) -> None:
+        doc = {
+            "cluster_id": self.cluster_id,
+            "next_producer_id": self._next_producer_id,
+            "topics": {
+                n: {"id": str(t.topic_id), "partitions": {str(p): r for p, r in t.partitions.items()},
+                    "configs": t.configs}
+                for n, t in self._topics.items()
+            },
+        }
+        atomic_write(self.path, json.dumps(doc, indent=1, sort_keys=True).encode())
+
+    def topics(self) -> dict[str, TopicMetadata]:
+        return self._topics
+
+    async def create_topic(self, name: str, partitions: dict[int, list[int]],
+                           configs: dict[str, str]) -> TopicMetadata:
+        if name in self._topics:
+            raise TopicAlreadyExistsError(f"Topic '{name}' already exists.")
+        t = TopicMetadata(name, uuid.uuid4(), dict(partitions), dict(configs))
+        self._topics[name] = t
+        self._save()
+        return t
+
+    async def delete_topic(self, name: str) -> None:
+        if self._topics.pop(name, None) is None:
+            raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist.")
+        self._save()
+
+    async def add_partitions(self, name: str, new: dict[int, list[int]]) -> TopicMetadata:
+        t = self._topics[name]
+        t.partitions.update(new)
+        self._save()
+        return t
+
+    async def set_topic_configs(self, name: str, configs: dict[str, str]) -> TopicMetadata:
+        t = self._topics[name]
+        t.configs = dict(configs)
+        self._save()
+        return t
+
+    def live_brokers(self) -> list[BrokerInfo]:
+        return [self.broker]
+
+    @property
+    def controller_id(self) -> int:
+        return self.broker.broker_id
+
+    async def allocate_producer_ids(self, count: int) -> int:
+        first = self._next_producer_id
+        self._next_producer_id += count
+        self._save()
+        return first
