@@ -9,6 +9,10 @@ array of primitives.
 Decoded messages are `Struct`s: dicts with attribute access holding every field of the
 struct (defaults for fields absent in the version). Encoders take a Struct or any plain dict
 (missing keys mean "default"). Codecs are compiled once per (struct, version) and cached.
+
+`F("leader", (F(...), ...))` (a tuple) is a single nested struct, decoded as a Struct whose
+default holds its fields' defaults; when nullable it is preceded by an int8 presence byte
+(-1 null, 1 present), as Kafka encodes nullable structs.
 """
 from __future__ import annotations
 
@@ -70,7 +74,8 @@ PRIMITIVES = {"bool", "int8", "int16", "uint16", "int32", "uint32", "int64", "fl
 
 @dataclass
 class F:
-    """One field. `type` is a primitive name, "[]<primitive>", or a list of sub-fields."""
+    """One field. `type` is a primitive name, "[]<primitive>", a list of sub-fields (an
+    array of structs) or a tuple of sub-fields (one nested struct)."""
 
     name: str
     type: Any
@@ -82,11 +87,18 @@ class F:
     about: str = ""
 
     def __post_init__(self) -> None:
-        self.vr = VersionRange.parse(self.versions)
-        self.nr = VersionRange.parse(self.nullable)
-        self.tr = VersionRange.parse(self.tagged_versions or (self.versions if self.tag is not None else None))
+        vr = VersionRange.parse(self.versions)
+        assert vr is not None, f"{self.name}: a field needs versions"
+        self.vr: VersionRange = vr
+        self.nr: VersionRange | None = VersionRange.parse(self.nullable)
+        self.tr: VersionRange | None = VersionRange.parse(
+            self.tagged_versions or (self.versions if self.tag is not None else None))
+        self.kind: str
+        self.elem: Any
         if isinstance(self.type, list):
             self.kind, self.elem = "struct_array", self.type
+        elif isinstance(self.type, tuple):
+            self.kind, self.elem = "struct", list(self.type)
         elif isinstance(self.type, str) and self.type.startswith("[]"):
             self.kind, self.elem = "prim_array", self.type[2:]
             assert self.elem in PRIMITIVES, self.type
@@ -99,6 +111,8 @@ class F:
             return None
         if self.default is not None:
             return self.default
+        if self.kind == "struct":
+            return _defaults(self.elem, None)
         if self.kind != "prim":
             return []
         t = self.elem
@@ -150,11 +164,12 @@ def _prim_writer(t: str, flexible: bool) -> Callable[[Writer, Any], None]:
         return lambda w, v: w.string(v, flexible)
     if t in ("bytes", "records"):
         return lambda w, v: w.bytes_(v, flexible)
-    return {
+    writers: dict[str, Callable[[Writer, Any], None]] = {
         "bool": Writer.boolean, "int8": Writer.int8, "int16": Writer.int16,
         "uint16": Writer.uint16, "int32": Writer.int32, "uint32": Writer.uint32,
         "int64": Writer.int64, "float64": Writer.float64, "uuid": Writer.uuid,
-    }[t]
+    }
+    return writers[t]
 
 
 def _get(obj: Any, name: str, default: Any) -> Any:
@@ -193,6 +208,8 @@ class StructCodec:
         nullable = f.nr is not None and v in f.nr
         if f.kind == "prim":
             return _prim_reader(f.elem, nullable, flex), _prim_writer(f.elem, flex)
+        if f.kind == "struct":
+            return self._struct_codec(f, nullable)
         if f.kind == "prim_array":
             er, ew = _prim_reader(f.elem, False, flex), _prim_writer(f.elem, flex)
         else:
@@ -216,6 +233,24 @@ class StructCodec:
                 ew(w, it)
         return read_array, write_array
 
+    def _struct_codec(self, f: F, nullable: bool) -> tuple[Callable, Callable]:
+        sub = StructCodec(f.elem, self.version, self.flexible)
+
+        def read_struct(r: Reader) -> Any:
+            if nullable and r.int8() < 0:
+                return None
+            return sub.read(r)
+
+        def write_struct(w: Writer, value: Any) -> None:
+            if nullable:
+                if value is None:
+                    w.int8(-1)
+                    return
+                w.int8(1)
+            # A non-nullable struct given as None is written with its defaults.
+            sub.write(w, {} if value is None else value)
+        return read_struct, write_struct
+
     def read(self, r: Reader) -> Struct:
         out = Struct()
         for name, dflt in self.defaults.items():
@@ -230,9 +265,9 @@ class StructCodec:
                 if entry is None:
                     r.skip(size)  # unknown tagged fields are ignored, as Kafka does
                     continue
-                sub = Reader(r.buf, r.pos, r.pos + size)
-                out[entry[0]] = entry[1](sub)
-                r.skip(size)
+                # raw() bounds-checks the declared size against what is left, so a field
+                # whose size overruns the buffer is a DecodeError, never a short read.
+                out[entry[0]] = entry[1](Reader(r.raw(size)))
         return out
 
     def write(self, w: Writer, obj: Any) -> None:
@@ -341,7 +376,7 @@ class Api:
         return _defaults(self.response, version)
 
 
-def _defaults(fields: Sequence[F], version: int) -> Struct:
+def _defaults(fields: Sequence[F], version: int | None) -> Struct:
     return Struct({f.name: f.default_value() for f in fields})
 
 
