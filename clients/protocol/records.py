@@ -1,0 +1,551 @@
+"""RecordBatch v2 (magic 2) codec: build batches from records, parse batches into records.
+
+Sans-io. The fixed 61-byte header layout lives in batch_header.py; this module adds the
+records section (KIP-98):
+
+    Record => length varint | attributes int8 | timestampDelta varlong | offsetDelta varint |
+              keyLength varint | key | valueLength varint | value |
+              headersCount varint | [headerKeyLength varint | headerKey utf-8 |
+                                     headerValueLength varint | headerValue]
+A length of -1 means null. With a compression codec, the whole records section (everything
+after the 61-byte header) is compressed as one stream.
+
+Control batches (transaction markers) have the CONTROL and TRANSACTIONAL attribute bits and
+one record whose key is `version int16 | type int16` (ControlRecordType: ABORT=0,
+COMMIT=1) and whose value is `version int16 | coordinatorEpoch int32` (EndTransactionMarker).
+
+Parsing is strict: any inconsistency inside a batch (count, lengths, offset deltas, utf-8)
+raises CorruptMessageError, never IndexError or struct.error. A trailing partial batch, which
+a fetch response may end with, is not an error: iteration just stops there.
+
+Everything here is pure functions over immutable inputs: safe to call from any thread.
+"""
+from __future__ import annotations
+
+import struct
+import time
+from dataclasses import dataclass, field
+from typing import Iterator, Sequence
+
+from . import compression as _compression
+from .batch_header import (CONTROL, HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET,
+                           TIMESTAMP_TYPE_LOG_APPEND, TRANSACTIONAL, BatchHeader,
+                           compute_crc, pack_header, read_header, write_crc)
+from .errors import BY_NAME
+
+CorruptMessageError = BY_NAME["CORRUPT_MESSAGE"]
+UnsupportedForMessageFormatError = BY_NAME["UNSUPPORTED_FOR_MESSAGE_FORMAT"]
+
+MAGIC = 2
+
+# ControlRecordType
+ABORT = 0
+COMMIT = 1
+
+CREATE_TIME = 0
+LOG_APPEND_TIME = 1
+
+# Smallest length field any message format can have (legacy v0 record overhead, as Java's
+# log input stream checks) and the smallest of a v2 batch (its header minus LOG_OVERHEAD).
+_MIN_ANY_LENGTH = 14
+_MIN_V2_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+
+_INT32 = struct.Struct(">i")
+_CONTROL_KEY = struct.Struct(">hh")
+_END_TXN_VALUE = struct.Struct(">hi")
+
+
+@dataclass(slots=True)
+class Record:
+    """A record to produce. `timestamp` (ms) None means the batch's timestamp (now)."""
+
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]] = field(default_factory=list)
+    timestamp: int | None = None
+
+
+@dataclass(slots=True)
+class ConsumedRecord:
+    """A record read from a batch, with the batch-level facts a consumer needs."""
+
+    offset: int
+    timestamp: int
+    timestamp_type: int            # 0 create time, 1 log append time
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]]
+    leader_epoch: int = -1         # the batch's partitionLeaderEpoch
+    producer_id: int = -1
+    producer_epoch: int = -1
+    sequence: int = -1             # baseSequence + offsetDelta, -1 when not idempotent
+
+
+@dataclass(slots=True)
+class RecordBatch:
+    """One parsed batch. For a control batch, `records` holds its control records."""
+
+    header: BatchHeader
+    records: list[ConsumedRecord]
+
+    @property
+    def base_offset(self) -> int:
+        return self.header.base_offset
+
+    @property
+    def last_offset(self) -> int:
+        return self.header.last_offset
+
+    @property
+    def next_offset(self) -> int:
+        return self.header.last_offset + 1
+
+    @property
+    def size(self) -> int:
+        """Bytes the batch takes on the wire / in the log."""
+        return self.header.total_size
+
+    @property
+    def is_control(self) -> bool:
+        return self.header.is_control
+
+    @property
+    def is_transactional(self) -> bool:
+        return self.header.is_transactional
+
+    @property
+    def compression(self) -> int:
+        return self.header.compression
+
+    @property
+    def timestamp_type(self) -> int:
+        return LOG_APPEND_TIME if self.header.attributes & TIMESTAMP_TYPE_LOG_APPEND else CREATE_TIME
+
+    @property
+    def base_timestamp(self) -> int:
+        return self.header.base_timestamp
+
+    @property
+    def max_timestamp(self) -> int:
+        return self.header.max_timestamp
+
+    @property
+    def producer_id(self) -> int:
+        return self.header.producer_id
+
+    @property
+    def producer_epoch(self) -> int:
+        return self.header.producer_epoch
+
+    @property
+    def base_sequence(self) -> int:
+        return self.header.base_sequence
+
+    @property
+    def partition_leader_epoch(self) -> int:
+        return self.header.partition_leader_epoch
+
+    @property
+    def records_count(self) -> int:
+        return self.header.records_count
+
+
+# ---------------------------------------------------------------------------------------------
+# varints
+
+def _uvarint_bytes(v: int) -> bytes:
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+# Encoded unsigned varints of every zigzag value below this bound, so that the common small
+# lengths, deltas and counts cost one list lookup instead of a loop.
+_UV_CACHED = 1 << 14
+_UV: list[bytes] = [_uvarint_bytes(i) for i in range(_UV_CACHED)]
+
+
+def _varint(v: int) -> bytes:
+    zz = (v << 1) ^ (v >> 63)
+    return _UV[zz] if zz < _UV_CACHED else _uvarint_bytes(zz)
+
+
+def _read_uvarint(data: bytes, pos: int) -> tuple[int, int]:
+    """Decode an unsigned varint at `pos`: (value, new position). IndexError past the end."""
+    value = 0
+    shift = 0
+    while True:
+        b = data[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, pos
+        shift += 7
+        if shift > 63:
+            raise CorruptMessageError("varint longer than 10 bytes")
+
+
+# ---------------------------------------------------------------------------------------------
+# building
+
+def build_batch(records: Sequence[Record], *, base_offset: int = 0, compression: int = 0,
+                producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
+                is_transactional: bool = False, partition_leader_epoch: int = -1,
+                timestamp_type: int = CREATE_TIME, now_ms: int | None = None,
+                compression_level: int | None = None) -> bytes:
+    """Encode `records` as one v2 batch with offsets base_offset, base_offset + 1, ...
+
+    The batch's base timestamp is the first record's; records without a timestamp get
+    `now_ms` (default: the current time). With timestamp_type LOG_APPEND_TIME the batch's
+    max timestamp is `now_ms`, which readers then report for every record. An empty
+    `records` gives a batch with recordsCount 0 and an empty records section (the shape
+    log compaction leaves behind).
+    """
+    attributes = 0
+    if is_transactional:
+        attributes |= TRANSACTIONAL
+    return _build(records, base_offset, compression, producer_id, producer_epoch,
+                  base_sequence, attributes, partition_leader_epoch, timestamp_type, now_ms,
+                  compression_level)
+
+
+def build_control_batch(control_type: int, *, producer_id: int, producer_epoch: int,
+                        coordinator_epoch: int = 0, base_offset: int = 0,
+                        timestamp_ms: int | None = None,
+                        partition_leader_epoch: int = -1) -> bytes:
+    """A transaction marker batch: COMMIT (1) or ABORT (0), as the broker writes them."""
+    key = _CONTROL_KEY.pack(0, control_type)
+    value = _END_TXN_VALUE.pack(0, coordinator_epoch)
+    return _build([Record(key, value, [], timestamp_ms)], base_offset, _compression.NONE,
+                  producer_id, producer_epoch, -1, TRANSACTIONAL | CONTROL,
+                  partition_leader_epoch, CREATE_TIME, timestamp_ms, None)
+
+
+def _build(records: Sequence[Record], base_offset: int, codec: int, producer_id: int,
+           producer_epoch: int, base_sequence: int, attributes: int,
+           partition_leader_epoch: int, timestamp_type: int, now_ms: int | None,
+           level: int | None) -> bytes:
+    if timestamp_type not in (CREATE_TIME, LOG_APPEND_TIME):
+        raise ValueError(f"invalid timestamp type {timestamp_type}")
+    if not 0 <= codec < len(_compression.CODEC_NAMES):
+        raise _compression.UnsupportedCompressionTypeError(f"unknown compression type id {codec}")
+    if now_ms is None:
+        now_ms = int(time.time() * 1000)
+    attributes |= codec
+    if timestamp_type == LOG_APPEND_TIME:
+        attributes |= TIMESTAMP_TYPE_LOG_APPEND
+
+    count = len(records)
+    first_ts = records[0].timestamp if count else None
+    base_ts = now_ms if first_ts is None else first_ts
+    max_ts = base_ts
+
+    # Records are encoded right after a placeholder header so that an uncompressed batch
+    # is built in one buffer without a copy.
+    out = bytearray(HEADER_SIZE)
+    uv = _UV
+    cached = _UV_CACHED
+    slow = _uvarint_bytes
+    for i, r in enumerate(records):
+        ts = r.timestamp
+        if ts is None:
+            ts = now_ms
+        if ts > max_ts:
+            max_ts = ts
+        d = ts - base_ts
+        zz = (d << 1) ^ (d >> 63)
+        rec = bytearray(b"\x00")                     # attributes: unused, 0
+        rec += uv[zz] if zz < cached else slow(zz)
+        zz = i << 1
+        rec += uv[zz] if zz < cached else slow(zz)
+        key = r.key
+        if key is None:
+            rec += b"\x01"                           # varint -1
+        else:
+            zz = len(key) << 1
+            rec += uv[zz] if zz < cached else slow(zz)
+            rec += key
+        value = r.value
+        if value is None:
+            rec += b"\x01"
+        else:
+            zz = len(value) << 1
+            rec += uv[zz] if zz < cached else slow(zz)
+            rec += value
+        headers = r.headers
+        if headers:
+            rec += _varint(len(headers))
+            for hk, hv in headers:
+                hkb = hk.encode("utf-8") if isinstance(hk, str) else hk
+                rec += _varint(len(hkb))
+                rec += hkb
+                if hv is None:
+                    rec += b"\x01"
+                else:
+                    rec += _varint(len(hv))
+                    rec += hv
+        else:
+            rec += b"\x00"
+        zz = len(rec) << 1
+        out += uv[zz] if zz < cached else slow(zz)
+        out += rec
+
+    if timestamp_type == LOG_APPEND_TIME:
+        max_ts = now_ms
+    if codec != _compression.NONE and count:
+        section = _compression.compress(codec, memoryview(out)[HEADER_SIZE:], level)
+        out = bytearray(HEADER_SIZE)
+        out += section
+    total = len(out)
+    try:
+        out[:HEADER_SIZE] = pack_header(BatchHeader(
+            base_offset, total - LOG_OVERHEAD, partition_leader_epoch, MAGIC, 0, attributes,
+            count - 1 if count else 0, base_ts, max_ts, producer_id, producer_epoch,
+            base_sequence, count))
+    except struct.error as e:
+        raise ValueError(f"batch field out of range: {e}") from None
+    write_crc(out, 0, total)
+    return bytes(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# parsing
+
+def _scan(mv: memoryview) -> Iterator[tuple[int, BatchHeader]]:
+    """(position, header) of each complete batch; validates framing and magic only."""
+    n = len(mv)
+    pos = 0
+    while n - pos >= LOG_OVERHEAD:
+        length = _INT32.unpack_from(mv, pos + 8)[0]
+        if length < _MIN_ANY_LENGTH:
+            raise CorruptMessageError(f"batch at {pos} has invalid length {length}")
+        if n - pos < length + LOG_OVERHEAD:
+            return                                   # trailing partial batch
+        magic = mv[pos + MAGIC_OFFSET]
+        if magic != MAGIC:
+            if magic in (0, 1):
+                raise UnsupportedForMessageFormatError(
+                    f"message format v{magic} at {pos} is not supported (only v2)")
+            raise CorruptMessageError(f"batch at {pos} has invalid magic {magic}")
+        if length < _MIN_V2_LENGTH:
+            raise CorruptMessageError(f"batch at {pos} has length {length} < {_MIN_V2_LENGTH}")
+        yield pos, read_header(mv, pos)
+        pos += length + LOG_OVERHEAD
+
+
+def iter_batch_headers(buf: bytes | bytearray | memoryview) -> Iterator[tuple[int, BatchHeader]]:
+    """(position, header) of each complete batch in `buf`, records not decoded, CRC not
+    checked; stops at a trailing partial batch. Magic 0/1 raises
+    UnsupportedForMessageFormatError, a nonsensical length or magic CorruptMessageError."""
+    return _scan(memoryview(buf))
+
+
+def iter_batches(buf: bytes | bytearray | memoryview, *, verify_crc: bool = True,
+                 max_decompressed: int = _compression.DEFAULT_MAX_DECOMPRESSED
+                 ) -> Iterator[RecordBatch]:
+    """Parse consecutive batches in `buf`, decompressing and decoding their records.
+
+    A trailing partial batch is ignored. Magic 0/1 raises UnsupportedForMessageFormatError;
+    a CRC mismatch (when verify_crc) or any inconsistency CorruptMessageError.
+    """
+    mv = memoryview(buf)
+    for pos, header in _scan(mv):
+        yield RecordBatch(header, _decode(mv, pos, header, verify_crc, max_decompressed))
+
+
+def records_from_fetch(buf: bytes | bytearray | memoryview, *, from_offset: int = 0,
+                       verify_crc: bool = True) -> Iterator[ConsumedRecord]:
+    """The data records of a fetch response's record set with offset >= from_offset.
+
+    Control batches and batches wholly below from_offset are skipped without decoding (a
+    fetch that starts inside a batch returns the whole batch).
+    """
+    mv = memoryview(buf)
+    for pos, header in _scan(mv):
+        if header.is_control or header.base_offset + header.last_offset_delta < from_offset:
+            continue
+        records = _decode(mv, pos, header, verify_crc, _compression.DEFAULT_MAX_DECOMPRESSED)
+        if records and records[0].offset < from_offset:
+            yield from (r for r in records if r.offset >= from_offset)
+        else:
+            yield from records
+
+
+def parse_control_record(rec: ConsumedRecord) -> tuple[int, int]:
+    """(control type, coordinator epoch) of a control record; epoch -1 for types other
+    than ABORT/COMMIT, whose values are not end-transaction markers."""
+    key = rec.key
+    if key is None or len(key) < _CONTROL_KEY.size:
+        raise CorruptMessageError("control record key shorter than 4 bytes")
+    version, ctype = _CONTROL_KEY.unpack_from(key)
+    if version < 0:
+        raise CorruptMessageError(f"invalid control record key version {version}")
+    if ctype not in (ABORT, COMMIT):
+        return ctype, -1
+    value = rec.value
+    if value is None or len(value) < _END_TXN_VALUE.size:
+        raise CorruptMessageError("end transaction marker value shorter than 6 bytes")
+    vversion, coordinator_epoch = _END_TXN_VALUE.unpack_from(value)
+    if vversion < 0:
+        raise CorruptMessageError(f"invalid end transaction marker version {vversion}")
+    return ctype, coordinator_epoch
+
+
+def _decode(mv: memoryview, pos: int, h: BatchHeader, verify_crc: bool,
+            limit: int) -> list[ConsumedRecord]:
+    total = h.total_size
+    if verify_crc:
+        crc = compute_crc(mv, pos, total)
+        if crc != h.crc:
+            raise CorruptMessageError(
+                f"batch at offset {h.base_offset}: CRC {crc:#010x} != stored {h.crc:#010x}")
+    count = h.records_count
+    if count < 0 or h.last_offset_delta < 0:
+        raise CorruptMessageError(
+            f"batch at offset {h.base_offset}: records count {count}, "
+            f"last offset delta {h.last_offset_delta}")
+    section = mv[pos + HEADER_SIZE:pos + total]
+    if not section:
+        data = b""
+    elif h.attributes & 0x07:
+        data = _compression.decompress(h.attributes & 0x07, section, limit)
+    else:
+        data = bytes(section)
+    try:
+        return _parse_records(data, h, count)
+    except (IndexError, UnicodeDecodeError) as e:
+        raise CorruptMessageError(
+            f"batch at offset {h.base_offset}: records section is malformed ({e})") from None
+
+
+def _parse_records(data: bytes, h: BatchHeader, count: int) -> list[ConsumedRecord]:
+    end = len(data)
+    if count > end:
+        raise CorruptMessageError(
+            f"batch at offset {h.base_offset} claims {count} records in {end} bytes")
+    base_offset = h.base_offset
+    base_ts = h.base_timestamp
+    log_append = bool(h.attributes & TIMESTAMP_TYPE_LOG_APPEND)
+    ts_type = LOG_APPEND_TIME if log_append else CREATE_TIME
+    max_ts = h.max_timestamp
+    last_delta = h.last_offset_delta
+    epoch = h.partition_leader_epoch
+    pid = h.producer_id
+    pepoch = h.producer_epoch
+    base_seq = h.base_sequence
+    read_uv = _read_uvarint
+    records: list[ConsumedRecord] = []
+    append = records.append
+    prev_delta = -1
+    pos = 0
+    for _ in range(count):
+        # Single-byte varints (the common case) are decoded inline; `x` is the zigzag value.
+        x = data[pos]
+        if x < 0x80:
+            pos += 1
+        else:
+            x, pos = read_uv(data, pos)
+        length = (x >> 1) ^ -(x & 1)
+        rec_end = pos + length
+        if length < 0 or rec_end > end:
+            raise CorruptMessageError(
+                f"batch at offset {base_offset}: record length {length} overruns the batch")
+        pos += 1                                     # attributes, unused
+        x = data[pos]
+        if x < 0x80:
+            pos += 1
+        else:
+            x, pos = read_uv(data, pos)
+        ts_delta = (x >> 1) ^ -(x & 1)
+        x = data[pos]
+        if x < 0x80:
+            pos += 1
+        else:
+            x, pos = read_uv(data, pos)
+        off_delta = (x >> 1) ^ -(x & 1)
+        if off_delta <= prev_delta or off_delta > last_delta:
+            raise CorruptMessageError(
+                f"batch at offset {base_offset}: offset delta {off_delta} after {prev_delta} "
+                f"(last offset delta {last_delta})")
+        prev_delta = off_delta
+
+        x = data[pos]
+        if x < 0x80:
+            pos += 1
+        else:
+            x, pos = read_uv(data, pos)
+        n = (x >> 1) ^ -(x & 1)
+        if n < 0:
+            key = None
+        else:
+            stop = pos + n
+            if stop > rec_end:
+                raise CorruptMessageError(f"batch at offset {base_offset}: key overruns record")
+            key = data[pos:stop]
+            pos = stop
+        x = data[pos]
+        if x < 0x80:
+            pos += 1
+        else:
+            x, pos = read_uv(data, pos)
+        n = (x >> 1) ^ -(x & 1)
+        if n < 0:
+            value = None
+        else:
+            stop = pos + n
+            if stop > rec_end:
+                raise CorruptMessageError(f"batch at offset {base_offset}: value overruns record")
+            value = data[pos:stop]
+            pos = stop
+        x = data[pos]
+        if x < 0x80:
+            pos += 1
+        else:
+            x, pos = read_uv(data, pos)
+        n = (x >> 1) ^ -(x & 1)
+        headers: list[tuple[str, bytes | None]] = []
+        if n:
+            if n < 0 or n > rec_end - pos:
+                raise CorruptMessageError(
+                    f"batch at offset {base_offset}: invalid header count {n}")
+            pos = _parse_headers(data, pos, rec_end, n, headers, base_offset)
+        if pos != rec_end:
+            raise CorruptMessageError(
+                f"batch at offset {base_offset}: record declares {length} bytes, "
+                f"fields take {length + pos - rec_end}")
+        append(ConsumedRecord(
+            base_offset + off_delta, max_ts if log_append else base_ts + ts_delta, ts_type,
+            key, value, headers, epoch, pid, pepoch,
+            -1 if base_seq < 0 else (base_seq + off_delta) & 0x7FFFFFFF))
+    if pos != end:
+        raise CorruptMessageError(
+            f"batch at offset {base_offset}: {end - pos} bytes left after {count} records")
+    return records
+
+
+def _parse_headers(data: bytes, pos: int, rec_end: int, n: int,
+                   headers: list[tuple[str, bytes | None]], base_offset: int) -> int:
+    for _ in range(n):
+        x, pos = _read_uvarint(data, pos)
+        klen = (x >> 1) ^ -(x & 1)
+        stop = pos + klen
+        if klen < 0 or stop > rec_end:
+            raise CorruptMessageError(
+                f"batch at offset {base_offset}: invalid header key length {klen}")
+        hkey = str(data[pos:stop], "utf-8")
+        pos = stop
+        x, pos = _read_uvarint(data, pos)
+        vlen = (x >> 1) ^ -(x & 1)
+        if vlen < 0:
+            headers.append((hkey, None))
+            continue
+        stop = pos + vlen
+        if stop > rec_end:
+            raise CorruptMessageError(
+                f"batch at offset {base_offset}: header value overruns record")
+        headers.append((hkey, data[pos:stop]))
+        pos = stop
+    return pos
