@@ -1,0 +1,148 @@
+# shellcheck shell=bash
+# Shared by the bin/ scripts (sourced, never run; the caller has already cd'ed to the repo root).
+#
+#   strom_setup          strom_setup_system + strom_setup_python
+#   strom_setup_system   as root: apt-get install what is missing (python3-venv, kcat, zookeeper)
+#   strom_setup_python   create .venv if needed; pip install -e '.[test]' when pyproject.toml changed
+#   strom_launch KIND NAME DAEMON CMD...   record data/run/KIND-NAME.pid, run CMD in the foreground
+#                        (exec) or, with DAEMON=1, in the background with output in data/logs/
+#   strom_pid_of FILE    the pid in a pid file if that process is still a strom broker/zookeeper
+#   strom_stop PID...    SIGTERM, wait up to $STROM_STOP_TIMEOUT s (30), then SIGKILL
+#
+# Everything done is printed on stderr, prefixed with [strom].
+
+STROM_ROOT="$(pwd -P)"
+STROM_VENV=.venv
+STROM_STAMP="$STROM_VENV/.strom-install-stamp"
+
+say() { echo "[strom] $*" >&2; }
+
+# A Python >= 3.11 interpreter to build the venv with (python3.11 first, as on Debian bookworm).
+strom_python() {
+    local py
+    for py in python3.11 python3; do
+        if command -v "$py" >/dev/null 2>&1 &&
+            "$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+            echo "$py"
+            return 0
+        fi
+    done
+    return 1
+}
+
+strom_setup_system() {
+    local pkgs=() py
+    if ! py="$(strom_python)"; then
+        pkgs+=(python3 python3-venv)
+    elif ! strom_venv_ok && ! "$py" -c 'import ensurepip' 2>/dev/null; then
+        pkgs+=(python3-venv)  # Debian splits venv's pip bootstrap out of python3
+    fi
+    command -v kcat >/dev/null 2>&1 || pkgs+=(kcat)
+    [ -f /usr/share/java/zookeeper.jar ] || pkgs+=(zookeeper)
+    [ ${#pkgs[@]} -eq 0 ] && return 0
+    if [ "$(id -u)" -ne 0 ]; then
+        say "missing system packages: ${pkgs[*]} (not root, so not installing them:" \
+            "sudo apt-get install -y ${pkgs[*]}); tests that need them are skipped"
+        return 0
+    fi
+    say "apt-get update"
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    say "apt-get install -y ${pkgs[*]}"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkgs[@]}" >/dev/null
+}
+
+# .venv runs a Python >= 3.11 that has pip (a venv made without ensurepip has none).
+strom_venv_ok() {
+    "$STROM_VENV/bin/python" -c 'import sys, importlib.util as u
+sys.exit(sys.version_info < (3, 11) or u.find_spec("pip") is None)' 2>/dev/null
+}
+
+strom_setup_python() {
+    local py want
+    if ! strom_venv_ok; then
+        py="$(strom_python)" || { say "no Python >= 3.11 found (python3.11 or python3)"; return 1; }
+        say "creating $STROM_VENV with $py ($("$py" -V 2>&1))"
+        "$py" -m venv --clear "$STROM_VENV"
+        rm -f "$STROM_STAMP"
+    fi
+    want="$(sha256sum pyproject.toml | cut -d' ' -f1) $("$STROM_VENV/bin/python" -V 2>&1)"
+    if [ -f "$STROM_STAMP" ] && [ "$(cat "$STROM_STAMP")" = "$want" ] &&
+        "$STROM_VENV/bin/python" -c 'import importlib.metadata as m; m.version("strom")' 2>/dev/null; then
+        say "$STROM_VENV is up to date (pyproject.toml unchanged)"
+        return 0
+    fi
+    say "pip install -e '.[test]' into $STROM_VENV (log: $STROM_VENV/pip-install.log)"
+    if ! "$STROM_VENV/bin/python" -m pip install --disable-pip-version-check -e '.[test]' \
+        > "$STROM_VENV/pip-install.log" 2>&1; then
+        tail -n 40 "$STROM_VENV/pip-install.log" >&2
+        say "pip install failed (whole log: $STROM_VENV/pip-install.log)"
+        return 1
+    fi
+    echo "$want" > "$STROM_STAMP"
+}
+
+strom_setup() {
+    strom_setup_system
+    strom_setup_python
+}
+
+# The command-line fragment that identifies a process of KIND.
+strom_pattern() {
+    case "$1" in
+        broker) echo " -m broker " ;;
+        zookeeper) echo "QuorumPeerMain" ;;
+        *) echo "$1" ;;
+    esac
+}
+
+# The pid recorded in FILE, if that process still runs and is of the kind the file is named
+# after (data/run/KIND-NAME.pid): a stale file left by a crash or Ctrl-C is not trusted.
+strom_pid_of() {
+    local file=$1 pid kind cmdline
+    [ -f "$file" ] || return 1
+    pid="$(cat "$file" 2>/dev/null)"
+    [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+    kind="$(basename "$file" .pid)"
+    kind="${kind%%-*}"
+    cmdline="$(tr '\0' ' ' 2>/dev/null < "/proc/$pid/cmdline")" || return 1
+    [[ " $cmdline" == *"$(strom_pattern "$kind")"* ]] || return 1
+    echo "$pid"
+}
+
+strom_launch() {
+    local kind=$1 name=$2 daemon=$3 pidfile pid log
+    shift 3
+    mkdir -p data/run data/logs
+    pidfile="data/run/$kind-$name.pid"
+    if pid="$(strom_pid_of "$pidfile")"; then
+        say "$kind $name is already running (pid $pid, $pidfile)"
+        return 1
+    fi
+    if [ "$daemon" = 1 ]; then
+        log="data/logs/$kind-$name.out"
+        nohup "$@" > "$log" 2>&1 < /dev/null &
+        echo $! > "$pidfile"
+        say "started $kind $name in the background (pid $!); output in $log"
+    else
+        echo $$ > "$pidfile"
+        say "starting $kind $name in the foreground (pid $$): $*"
+        exec "$@"
+    fi
+}
+
+strom_stop() {
+    local timeout=${STROM_STOP_TIMEOUT:-30} pid left i
+    for pid in "$@"; do
+        kill -TERM "$pid" 2>/dev/null && say "sent SIGTERM to pid $pid"
+    done
+    for ((i = 0; i < timeout * 10; i++)); do
+        left=()
+        for pid in "$@"; do
+            kill -0 "$pid" 2>/dev/null && left+=("$pid")
+        done
+        [ ${#left[@]} -eq 0 ] && return 0
+        sleep 0.1
+    done
+    say "still running after ${timeout}s, sending SIGKILL: ${left[*]}"
+    kill -KILL "${left[@]}" 2>/dev/null || true
+}
