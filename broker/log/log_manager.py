@@ -1,0 +1,219 @@
+"""LogManager: every partition log in the broker's log dirs.
+
+Each log dir holds `<topic>-<partition>/` directories plus Kafka's per-dir files:
+`recovery-point-offset-checkpoint`, `log-start-offset-checkpoint` and, while the broker
+is cleanly shut down, `.kafka_cleanshutdown`. At construction every partition dir is
+opened; without the clean-shutdown marker each log recovers its segments from its
+recovery point on (see PartitionLog). New partitions go to the dir holding the fewest.
+Deleted partitions are renamed `<topic>-<partition>.<uuid>-delete` and removed, like
+deleted segments, `file.delete.delay.ms` later (`tick`), so in-flight sendfiles finish.
+
+The broker calls, on the event-loop thread: `flush_due` and `tick` about every second,
+`run_retention` every log.retention.check.interval.ms, `checkpoint_recovery_points`
+every log.flush.offset.checkpoint.interval.ms, `close` at shutdown. All methods are
+synchronous and do blocking file I/O (construction may take long after a crash: the
+caller can run it in a thread before the event loop serves requests).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import uuid
+from typing import Mapping
+
+from . import checkpoints
+from .config import LogConfig
+from .errors import CheckpointError, KafkaStorageError
+from .partition_log import PartitionLog
+from .segment import SegmentDeleter
+from .segment import now_ms as _clock
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+DELETE_DIR_SUFFIX = "-delete"
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+
+
+def parse_log_dir_name(name: str) -> TopicPartition | None:
+    """`<topic>-<partition>` -> (topic, partition); None for anything else."""
+    topic, sep, index = name.rpartition("-")
+    if not sep or not topic or not index.isdigit() or "." in index:
+        return None
+    return topic, int(index)
+
+
+class LogManager:
+    def __init__(self, log_dirs: list[str], default_config: LogConfig,
+                 topic_configs: Mapping[str, LogConfig] | None = None, *,
+                 producer_id_expiration_ms: int = 86400000):
+        if not log_dirs:
+            raise ValueError("at least one log dir is required")
+        self.log_dirs = [os.path.abspath(d) for d in log_dirs]
+        self.default_config = default_config
+        self.producer_id_expiration_ms = producer_id_expiration_ms
+        self.deleter = SegmentDeleter()
+        self._logs: dict[TopicPartition, PartitionLog] = {}
+        self._dir_of: dict[TopicPartition, str] = {}
+        self._dirs_to_delete: list[tuple[int, str, PartitionLog | None]] = []
+        configs = dict(topic_configs or {})
+        for d in self.log_dirs:
+            self._load_dir(d, configs)
+
+    # ----------------------------------------------------------------- loading
+    def _load_dir(self, log_dir: str, configs: Mapping[str, LogConfig]) -> None:
+        os.makedirs(log_dir, exist_ok=True)
+        marker = os.path.join(log_dir, CLEAN_SHUTDOWN_FILE)
+        clean = os.path.exists(marker)
+        recovery = self._read_checkpoint(log_dir, checkpoints.RECOVERY_POINT_FILE)
+        starts = self._read_checkpoint(log_dir, checkpoints.LOG_START_OFFSET_FILE)
+        for name in sorted(os.listdir(log_dir)):
+            path = os.path.join(log_dir, name)
+            if not os.path.isdir(path):
+                continue
+            if name.endswith(DELETE_DIR_SUFFIX):
+                self._dirs_to_delete.append((0, path, None))
+                continue
+            tp = parse_log_dir_name(name)
+            if tp is None:
+                continue
+            if tp in self._logs:
+                raise KafkaStorageError(f"{tp[0]}-{tp[1]} is in both {self._dir_of[tp]} and {log_dir}")
+            plog = PartitionLog(path, configs.get(tp[0], self.default_config), topic=tp[0],
+                                partition=tp[1], recovery_point=recovery.get(tp, 0),
+                                log_start_offset=starts.get(tp, 0), clean_shutdown=clean,
+                                deleter=self.deleter)
+            self._attach(plog, log_dir)
+        if clean:
+            # From now on a crash must be recovered from.
+            os.unlink(marker)
+            checkpoints.fsync_dir(log_dir)
+
+    @staticmethod
+    def _read_checkpoint(log_dir: str, name: str) -> dict[TopicPartition, int]:
+        try:
+            return checkpoints.read_offsets(os.path.join(log_dir, name))
+        except (CheckpointError, OSError) as e:
+            log.warning("ignoring %s in %s (every log there recovers fully): %s", name, log_dir, e)
+            return {}
+
+    def _attach(self, plog: PartitionLog, log_dir: str) -> None:
+        tp = (plog.topic, plog.partition)
+        self._logs[tp] = plog
+        self._dir_of[tp] = log_dir
+        plog.on_recovery_point_lowered = lambda _log, d=log_dir: self._checkpoint_dir(d)
+
+    # ----------------------------------------------------------------- partitions
+    def get_log(self, topic: str, partition: int) -> PartitionLog | None:
+        return self._logs.get((topic, partition))
+
+    def create_log(self, topic: str, partition: int,
+                   config: LogConfig | None = None) -> PartitionLog:
+        """The partition's log, created empty in the least loaded log dir if missing."""
+        existing = self._logs.get((topic, partition))
+        if existing is not None:
+            if config is not None:
+                existing.update_config(config)
+            return existing
+        counts = {d: 0 for d in self.log_dirs}
+        for d in self._dir_of.values():
+            counts[d] += 1
+        log_dir = min(self.log_dirs, key=lambda d: counts[d])
+        path = os.path.join(log_dir, f"{topic}-{partition}")
+        try:
+            plog = PartitionLog(path, config or self.default_config, topic=topic,
+                                partition=partition, deleter=self.deleter)
+            checkpoints.fsync_dir(log_dir)
+        except OSError as e:
+            raise KafkaStorageError(f"cannot create log {topic}-{partition}: {e}") from e
+        self._attach(plog, log_dir)
+        return plog
+
+    def delete_log(self, topic: str, partition: int, now_ms: int | None = None) -> bool:
+        """Remove the partition's log: renamed now, files removed after file.delete.delay.ms."""
+        tp = (topic, partition)
+        plog = self._logs.pop(tp, None)
+        if plog is None:
+            return False
+        log_dir = self._dir_of.pop(tp)
+        target = os.path.join(log_dir, f"{topic}-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        os.replace(plog.dir, target)
+        plog.dir = target
+        checkpoints.fsync_dir(log_dir)
+        due = (_clock() if now_ms is None else now_ms) + plog.config.file_delete_delay_ms
+        self._dirs_to_delete.append((due, target, plog))
+        self._checkpoint_dir(log_dir)
+        return True
+
+    def all_logs(self) -> list[PartitionLog]:
+        return list(self._logs.values())
+
+    def log_dir_of(self, topic: str, partition: int) -> str | None:
+        return self._dir_of.get((topic, partition))
+
+    # ----------------------------------------------------------------- periodic work
+    def checkpoint_recovery_points(self) -> None:
+        """Write every log dir's recovery point and log start offset checkpoints."""
+        for d in self.log_dirs:
+            self._checkpoint_dir(d)
+
+    def _checkpoint_dir(self, log_dir: str) -> None:
+        logs = [(tp, lg) for tp, lg in self._logs.items() if self._dir_of[tp] == log_dir]
+        checkpoints.write_offsets(os.path.join(log_dir, checkpoints.RECOVERY_POINT_FILE),
+                                  {tp: lg.recovery_point for tp, lg in logs})
+        checkpoints.write_offsets(os.path.join(log_dir, checkpoints.LOG_START_OFFSET_FILE),
+                                  {tp: lg.log_start_offset for tp, lg in logs})
+
+    def flush_due(self, now_ms: int) -> int:
+        """Flush the logs whose flush.ms elapsed with unflushed data, and the segments that
+        a roll left behind (Kafka flushes those right after the roll). Returns how many."""
+        flushed = 0
+        for plog in self._logs.values():
+            if plog.pending_flush_offset is not None:
+                plog.flush(plog.pending_flush_offset)
+                flushed += 1
+            if plog.unflushed_messages > 0 and now_ms - plog.last_flush_ms >= plog.config.flush_ms:
+                plog.flush()
+                flushed += 1
+        return flushed
+
+    def run_retention(self, now_ms: int) -> int:
+        """Apply retention (and producer id expiration) to every log; segments deleted."""
+        deleted = 0
+        for plog in self._logs.values():
+            try:
+                deleted += plog.delete_retention_segments(now_ms)
+            except KafkaStorageError:
+                log.exception("retention failed for %s", plog.name)
+            plog.producers.remove_expired(now_ms, self.producer_id_expiration_ms)
+        return deleted
+
+    def tick(self, now_ms: int) -> int:
+        """Delete the segments and partition dirs whose delete delay has passed."""
+        done = self.deleter.run_due(now_ms)
+        due = [(t, p, lg) for t, p, lg in self._dirs_to_delete if t <= now_ms]
+        if due:
+            self._dirs_to_delete = [x for x in self._dirs_to_delete if x[0] > now_ms]
+            for _, path, plog in due:
+                if plog is not None:
+                    plog.close_handlers()
+                shutil.rmtree(path, ignore_errors=True)
+                done += 1
+        return done
+
+    def close(self) -> None:
+        """Clean shutdown: flush and close every log, write the checkpoints and the
+        clean-shutdown marker (so the next start skips recovery)."""
+        for plog in self._logs.values():
+            plog.close()
+        self.checkpoint_recovery_points()
+        self.deleter.run_all()
+        for _, path, deleted in self._dirs_to_delete:
+            if deleted is not None:
+                deleted.close_handlers()
+            shutil.rmtree(path, ignore_errors=True)
+        self._dirs_to_delete = []
+        for d in self.log_dirs:
+            checkpoints.atomic_write(os.path.join(d, CLEAN_SHUTDOWN_FILE), b"")

@@ -1,0 +1,350 @@
+"""Idempotent / transactional producer state of one partition, from batch headers only.
+
+For every producer id the partition keeps its epoch, the metadata (sequence range, offset
+range, timestamp) of its last 5 batches, and the first offset of its open transaction.
+A leader append is checked against it before offsets are final (`prepare`), and applied
+after the bytes are written (`commit`), so a rejected request changes nothing.
+
+Rules (Kafka 3.x ProducerAppendInfo / ProducerStateEntry, origin = client):
+- a batch whose epoch is older than the producer's -> InvalidProducerEpochError;
+- a batch with the producer's current epoch and exactly the sequence range of one of its
+  last 5 batches is a duplicate: nothing is appended and the caller answers with the
+  ORIGINAL offsets (a record set of several batches containing a duplicate raises
+  DuplicateSequenceNumberError instead; Kafka never sees that case, its produce path
+  accepts one batch per partition);
+- a new (higher) epoch must start at sequence 0, else OutOfOrderSequenceNumberError;
+- with the same epoch the first sequence must be last sequence + 1 (wrapping after
+  2^31-1), else OutOfOrderSequenceNumberError;
+- a producer id the partition has no state for (never seen, or expired, or evicted when the
+  log start moved past its batches) is accepted at ANY sequence. This is what Kafka does
+  since KIP-360 (2.5): it no longer answers UNKNOWN_PRODUCER_ID, the state is created.
+Replicated batches (and batches replayed while rebuilding) are applied without checks.
+Control batches (transaction markers) end the producer's open transaction; which kind of
+marker it was (commit/abort) is in the record and is not read here.
+
+Survives restarts through `<offset>.snapshot` files in the partition dir (this project's
+JSON format, Kafka's file names): one is taken at every segment roll and on close; on
+open, the newest snapshot at or below the log end is loaded and the batch headers after
+it are replayed (PartitionLog does the replay).
+
+Event-loop thread only. `take_snapshot` / `load_latest_snapshot` / `delete_snapshots_*` do
+blocking file I/O; everything else is in memory.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+from clients.protocol.batch_header import BatchHeader
+
+from .checkpoints import atomic_write
+from .errors import (DuplicateSequenceNumberError, InvalidProducerEpochError, InvalidTxnStateError,
+                     OutOfOrderSequenceNumberError)
+
+NUM_BATCHES_TO_RETAIN = 5
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+INT32_MAX = 2**31 - 1
+
+ORIGIN_CLIENT = "client"
+ORIGIN_COORDINATOR = "coordinator"
+ORIGIN_REPLICATION = "replication"
+
+SNAPSHOT_SUFFIX = ".snapshot"
+_SNAPSHOT_VERSION = 1
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchMetadata:
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+    timestamp: int
+
+
+class ProducerStateEntry:
+    __slots__ = ("producer_id", "producer_epoch", "coordinator_epoch", "last_timestamp",
+                 "current_txn_first_offset", "batches")
+
+    def __init__(self, producer_id: int, producer_epoch: int = NO_PRODUCER_EPOCH,
+                 coordinator_epoch: int = -1, last_timestamp: int = -1,
+                 current_txn_first_offset: int | None = None,
+                 batches: Iterable[BatchMetadata] = ()):
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.coordinator_epoch = coordinator_epoch
+        self.last_timestamp = last_timestamp
+        self.current_txn_first_offset = current_txn_first_offset
+        self.batches: deque[BatchMetadata] = deque(batches, NUM_BATCHES_TO_RETAIN)
+
+    def copy(self) -> "ProducerStateEntry":
+        return ProducerStateEntry(self.producer_id, self.producer_epoch, self.coordinator_epoch,
+                                  self.last_timestamp, self.current_txn_first_offset, self.batches)
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
+
+    @property
+    def last_data_offset(self) -> int:
+        return self.batches[-1].last_offset if self.batches else -1
+
+    def maybe_update_epoch(self, epoch: int) -> None:
+        if epoch != self.producer_epoch:
+            self.batches.clear()
+            self.producer_epoch = epoch
+
+    def add_batch(self, epoch: int, batch: BatchMetadata) -> None:
+        self.maybe_update_epoch(epoch)
+        self.batches.append(batch)          # the deque drops the oldest beyond 5
+        self.last_timestamp = batch.timestamp
+
+    def find_duplicate(self, epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
+        if epoch != self.producer_epoch:
+            return None
+        for b in self.batches:
+            if b.first_seq == first_seq and b.last_seq == last_seq:
+                return b
+        return None
+
+
+@dataclass(slots=True)
+class ProducerAppend:
+    """The checked, not yet applied effect of one append on the producer state."""
+
+    updates: dict[int, ProducerStateEntry] = field(default_factory=dict)
+    duplicate: BatchMetadata | None = None
+
+
+def _in_sequence(last_seq: int, next_seq: int) -> bool:
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
+
+
+class ProducerStateManager:
+    def __init__(self, dir: str | None):
+        self.dir = dir
+        self.producers: dict[int, ProducerStateEntry] = {}
+        self.map_end_offset = 0          # the log offset the state is up to date with
+        self._ongoing: dict[int, int] = {}   # producer id -> first offset of its open txn
+
+    # ----------------------------------------------------------------- leader appends
+    def prepare(self, batches: Sequence[tuple[BatchHeader, int, int]],
+                origin: str = ORIGIN_CLIENT) -> ProducerAppend:
+        """Check `batches` ((header, first offset it will get, max timestamp it will have))
+        against the state. Raises on a violation; returns the updates, or the original
+        batch if the (single) batch is a duplicate."""
+        result = ProducerAppend()
+        updates = result.updates
+        for h, first_offset, timestamp in batches:
+            pid = h.producer_id
+            if pid < 0:
+                continue
+            current = self.producers.get(pid)
+            if origin == ORIGIN_CLIENT and current is not None and not h.is_control:
+                dup = current.find_duplicate(h.producer_epoch, h.base_sequence, h.last_sequence)
+                if dup is not None:
+                    if len(batches) == 1:
+                        result.duplicate = dup
+                        result.updates = {}
+                        return result
+                    raise DuplicateSequenceNumberError(
+                        f"producer {pid}: batch with sequences {h.base_sequence}.."
+                        f"{h.last_sequence} is a duplicate inside a multi-batch append")
+            entry = updates.get(pid)
+            if entry is None:
+                entry = current.copy() if current is not None else ProducerStateEntry(pid)
+                updates[pid] = entry
+            if h.producer_epoch < entry.producer_epoch and origin != ORIGIN_REPLICATION:
+                raise InvalidProducerEpochError(
+                    f"producer {pid} at offset {first_offset}: epoch {h.producer_epoch} is "
+                    f"older than the last seen epoch {entry.producer_epoch}")
+            if h.is_control:
+                entry.maybe_update_epoch(h.producer_epoch)
+                entry.current_txn_first_offset = None
+                entry.last_timestamp = timestamp
+                continue
+            if origin == ORIGIN_CLIENT:
+                self._check_sequence(current, entry, h, first_offset)
+            entry.add_batch(h.producer_epoch, BatchMetadata(
+                h.base_sequence, h.last_sequence, first_offset,
+                first_offset + h.last_offset_delta, timestamp))
+            if entry.current_txn_first_offset is not None and not h.is_transactional:
+                raise InvalidTxnStateError(
+                    f"producer {pid}: non-transactional batch at offset {first_offset} "
+                    f"while a transaction is open")
+            if entry.current_txn_first_offset is None and h.is_transactional:
+                entry.current_txn_first_offset = first_offset
+        return result
+
+    @staticmethod
+    def _check_sequence(current: ProducerStateEntry | None, staged: ProducerStateEntry,
+                        h: BatchHeader, first_offset: int) -> None:
+        epoch = h.producer_epoch
+        first_seq = h.base_sequence
+        if epoch != staged.producer_epoch:
+            if first_seq != 0 and staged.producer_epoch != NO_PRODUCER_EPOCH:
+                raise OutOfOrderSequenceNumberError(
+                    f"producer {h.producer_id} at offset {first_offset}: new epoch {epoch} "
+                    f"must start at sequence 0, not {first_seq} (current epoch "
+                    f"{staged.producer_epoch})")
+            return
+        current_epoch = current.producer_epoch if current is not None else NO_PRODUCER_EPOCH
+        if current_epoch == NO_PRODUCER_EPOCH:
+            return                           # no state: any sequence (KIP-360)
+        last_seq = staged.last_seq
+        if not _in_sequence(last_seq, first_seq):
+            raise OutOfOrderSequenceNumberError(
+                f"producer {h.producer_id} at offset {first_offset}: sequence {first_seq} "
+                f"does not follow {last_seq}")
+
+    def commit(self, append: ProducerAppend, end_offset: int) -> None:
+        for pid, entry in append.updates.items():
+            self.producers[pid] = entry
+            self._track_txn(entry)
+        self.map_end_offset = end_offset
+
+    # ----------------------------------------------------------------- replay / replication
+    def apply_batch(self, h: BatchHeader) -> None:
+        """Apply a batch already in the log (replicated, recovered or replayed): no checks."""
+        self.map_end_offset = h.last_offset + 1
+        pid = h.producer_id
+        if pid < 0:
+            return
+        entry = self.producers.get(pid)
+        if entry is None:
+            entry = self.producers[pid] = ProducerStateEntry(pid)
+        if h.is_control:
+            entry.maybe_update_epoch(h.producer_epoch)
+            entry.current_txn_first_offset = None
+            entry.last_timestamp = h.max_timestamp
+        else:
+            entry.add_batch(h.producer_epoch, BatchMetadata(
+                h.base_sequence, h.last_sequence, h.base_offset, h.last_offset, h.max_timestamp))
+            if h.is_transactional and entry.current_txn_first_offset is None:
+                entry.current_txn_first_offset = h.base_offset
+        self._track_txn(entry)
+
+    def _track_txn(self, entry: ProducerStateEntry) -> None:
+        if entry.current_txn_first_offset is None:
+            self._ongoing.pop(entry.producer_id, None)
+        else:
+            self._ongoing[entry.producer_id] = entry.current_txn_first_offset
+
+    # ----------------------------------------------------------------- queries / upkeep
+    def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
+        return self.producers.get(producer_id)
+
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest open transaction (what bounds the LSO)."""
+        return min(self._ongoing.values()) if self._ongoing else None
+
+    def evict_before(self, log_start_offset: int) -> None:
+        """Forget producers none of whose retained batches is at or after the log start."""
+        gone = [pid for pid, e in self.producers.items()
+                if not e.batches or e.last_data_offset < log_start_offset]
+        for pid in gone:
+            del self.producers[pid]
+            self._ongoing.pop(pid, None)
+
+    def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
+        """Drop producers idle for `producer.id.expiration.ms` without an open transaction."""
+        gone = [pid for pid, e in self.producers.items()
+                if e.current_txn_first_offset is None and now_ms - e.last_timestamp >= expiration_ms]
+        for pid in gone:
+            del self.producers[pid]
+        return len(gone)
+
+    def clear(self) -> None:
+        self.producers.clear()
+        self._ongoing.clear()
+        self.map_end_offset = 0
+
+    # ----------------------------------------------------------------- snapshots
+    def _snapshot_path(self, offset: int) -> str:
+        assert self.dir is not None
+        return os.path.join(self.dir, f"{offset:020d}{SNAPSHOT_SUFFIX}")
+
+    def snapshot_offsets(self) -> list[int]:
+        if self.dir is None:
+            return []
+        out = []
+        for name in os.listdir(self.dir):
+            stem = name[:-len(SNAPSHOT_SUFFIX)]
+            if name.endswith(SNAPSHOT_SUFFIX) and stem.isdigit():
+                out.append(int(stem))
+        return sorted(out)
+
+    def take_snapshot(self) -> None:
+        """Write the state as of `map_end_offset` to `<map_end_offset>.snapshot`."""
+        if self.dir is None:
+            return
+        doc = {
+            "version": _SNAPSHOT_VERSION,
+            "offset": self.map_end_offset,
+            "producers": [
+                [e.producer_id, e.producer_epoch, e.coordinator_epoch, e.last_timestamp,
+                 e.current_txn_first_offset,
+                 [[b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.timestamp]
+                  for b in e.batches]]
+                for e in self.producers.values()],
+        }
+        atomic_write(self._snapshot_path(self.map_end_offset),
+                     json.dumps(doc, separators=(",", ":")).encode())
+
+    def load_latest_snapshot(self, max_offset: int) -> int | None:
+        """Load the newest readable snapshot at or below `max_offset` (deleting any above
+        it and any unreadable one); its offset, or None (state left empty)."""
+        self.clear()
+        for offset in reversed(self.snapshot_offsets()):
+            path = self._snapshot_path(offset)
+            if offset > max_offset:
+                _unlink(path)
+                continue
+            try:
+                with open(path, "rb") as f:
+                    doc = json.loads(f.read())
+                if doc["version"] != _SNAPSHOT_VERSION or doc["offset"] != offset:
+                    raise ValueError("version or offset mismatch")
+                for pid, epoch, coord, ts, txn, batches in doc["producers"]:
+                    entry = ProducerStateEntry(pid, epoch, coord, ts, txn,
+                                               (BatchMetadata(*b) for b in batches))
+                    self.producers[pid] = entry
+                    self._track_txn(entry)
+            except (OSError, ValueError, TypeError, KeyError) as e:
+                log.warning("discarding unreadable producer snapshot %s: %s", path, e)
+                self.clear()
+                _unlink(path)
+                continue
+            self.map_end_offset = offset
+            return offset
+        return None
+
+    def delete_snapshots_after(self, offset: int) -> None:
+        for o in self.snapshot_offsets():
+            if o > offset:
+                _unlink(self._snapshot_path(o))
+
+    def delete_snapshots_between(self, low: int, high: int) -> None:
+        """Delete the snapshots strictly between `low` and `high`."""
+        for o in self.snapshot_offsets():
+            if low < o < high:
+                _unlink(self._snapshot_path(o))
+
+    def delete_snapshots_before(self, offset: int) -> None:
+        for o in self.snapshot_offsets():
+            if o < offset:
+                _unlink(self._snapshot_path(o))
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
