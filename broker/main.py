@@ -35,7 +35,7 @@ class Broker:
         from zkcoord.store import BrokerInfo
 
         self.config = config
-        self.broker_id = max(config.broker_id, 0)
+        self.broker_id = config.broker_id   # standalone: -1 already became 0
         adv = config.advertised_listeners[0]
         self.advertised = BrokerInfo(self.broker_id, adv[1], adv[2], config.get("broker.rack"))
         self.log_manager = LogManager(config.log_dirs, LogConfig.from_topic_configs(config.topic_defaults()))

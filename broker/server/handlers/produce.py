@@ -5,7 +5,7 @@ connection are appended in the order they were sent.
 """
 from __future__ import annotations
 
-from clients.protocol.errors import Code, KafkaError
+from clients.protocol.errors import Code, KafkaError, UnsupportedForMessageFormatError
 
 from ..dispatch import handles
 
@@ -30,6 +30,12 @@ async def produce(broker, request, ctx) -> dict | None:
                     entry["base_offset"] = info.first_offset
                     entry["log_append_time_ms"] = info.log_append_time
                     entry["log_start_offset"] = info.log_start_offset
+            except UnsupportedForMessageFormatError as e:
+                # Message formats v0/v1: Produce v3+ may only carry magic 2 (Kafka's
+                # ProduceRequest.validateRecords -> INVALID_RECORD); older Produce versions get
+                # UNSUPPORTED_VERSION, as Kafka 4 answers once v0/v1 formats are gone.
+                entry["error_code"] = Code.INVALID_RECORD if ctx.version >= 3 else Code.UNSUPPORTED_VERSION
+                entry["error_message"] = e.message
             except KafkaError as e:
                 entry["error_code"] = e.code
                 entry["error_message"] = e.message

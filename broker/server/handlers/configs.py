@@ -1,0 +1,149 @@
+"""DescribeConfigs, AlterConfigs, IncrementalAlterConfigs.
+
+Topic configs are stored as per-topic overrides in the coordinator; every other value comes
+from the broker's config with Kafka's synonyms and sources (broker/config.py). Broker
+resources can be described; altering them dynamically is not supported yet.
+"""
+from __future__ import annotations
+
+from clients.protocol.errors import Code, KafkaError, for_code
+
+from ...config import CONFIG_SOURCE_IDS, TOPIC_CONFIG, ConfigEntry
+from ..dispatch import handles
+
+TOPIC = 2
+BROKER = 4
+BROKER_LOGGER = 8
+
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def _entry(e: ConfigEntry, version: int, include_synonyms: bool, include_docs: bool) -> dict:
+    return {
+        "name": e.name, "value": e.value, "read_only": e.read_only,
+        "is_default": e.source == "DEFAULT_CONFIG", "config_source": e.source_id,
+        "is_sensitive": e.is_sensitive,
+        "synonyms": [{"name": s.name, "value": s.value, "source": _source_id(s.source)}
+                     for s in e.synonyms] if include_synonyms else [],
+        "config_type": e.type_id, "documentation": e.doc if include_docs else None,
+    }
+
+
+def _source_id(source: str) -> int:
+    return CONFIG_SOURCE_IDS[source]
+
+
+def topic_config_entries(broker, overrides: dict[str, str], include_synonyms: bool,
+                         version: int = 4, include_docs: bool = False) -> list[dict]:
+    return [_entry(e, version, include_synonyms, include_docs)
+            for e in broker.config.describe_topic_all(overrides)]
+
+
+@handles("DescribeConfigs", (0, 4))
+def describe_configs(broker, request, ctx) -> dict:
+    v = ctx.version
+    synonyms = request.include_synonyms if v >= 1 else False
+    docs = request.include_documentation if v >= 3 else False
+    results = []
+    for res in request.resources:
+        out = {"error_code": 0, "error_message": None, "resource_type": res.resource_type,
+               "resource_name": res.resource_name, "configs": []}
+        keys = set(res.configuration_keys) if res.configuration_keys is not None else None
+        try:
+            if res.resource_type == TOPIC:
+                meta = broker.coordinator.topic(res.resource_name)
+                if meta is None:
+                    raise _error(Code.UNKNOWN_TOPIC_OR_PARTITION,
+                                 f"Topic '{res.resource_name}' does not exist.")
+                entries = broker.config.describe_topic_all(meta.configs)
+            elif res.resource_type == BROKER:
+                if res.resource_name not in ("", str(broker.broker_id)):
+                    raise _error(Code.INVALID_REQUEST,
+                                 f"Unexpected broker id, expected {broker.broker_id} or empty string, "
+                                 f"but received {res.resource_name}")
+                entries = broker.config.describe_all()
+            elif res.resource_type == BROKER_LOGGER:
+                entries = []
+            else:
+                raise _error(Code.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}")
+            out["configs"] = [_entry(e, v, synonyms, docs) for e in entries
+                              if keys is None or e.name in keys]
+        except KafkaError as e:
+            out.update(error_code=e.code, error_message=e.message)
+        results.append(out)
+    return {"throttle_time_ms": 0, "results": results}
+
+
+def _error(code: int, message: str) -> KafkaError:
+    return for_code(code)(message)
+
+
+def _alter_topic_check(broker, res) -> None:
+    if res.resource_type == BROKER:
+        raise _error(Code.INVALID_REQUEST, "Dynamic broker configs are not supported by strom yet; "
+                                           "set them in server.properties")
+    if res.resource_type != TOPIC:
+        raise _error(Code.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}")
+    if broker.coordinator.topic(res.resource_name) is None:
+        raise _error(Code.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{res.resource_name}' does not exist.")
+
+
+@handles("AlterConfigs", (0, 2))
+async def alter_configs(broker, request, ctx) -> dict:
+    out = []
+    for res in request.resources:
+        entry = {"error_code": 0, "error_message": None, "resource_type": res.resource_type,
+                 "resource_name": res.resource_name}
+        try:
+            _alter_topic_check(broker, res)
+            # AlterConfigs replaces the whole set of overrides.
+            configs = {c.name: c.value for c in res.configs}
+            await broker.topic_admin.set_configs(res.resource_name, configs, request.validate_only)
+        except KafkaError as e:
+            entry.update(error_code=e.code, error_message=e.message)
+        out.append(entry)
+    return {"throttle_time_ms": 0, "responses": out}
+
+
+def _apply_ops(current: dict[str, str], ops) -> dict[str, str]:
+    configs = dict(current)
+    for op in ops:
+        spec = TOPIC_CONFIG.get(op.name)
+        if op.config_operation == SET:
+            configs[op.name] = op.value
+        elif op.config_operation == DELETE:
+            configs.pop(op.name, None)
+        elif op.config_operation in (APPEND, SUBTRACT):
+            if spec is None or spec.type != "list":
+                raise _error(Code.INVALID_CONFIG,
+                             f"Config value append is not allowed for config key: {op.name}")
+            base = configs.get(op.name)
+            if base is None:
+                base = spec.default_string() or ""
+            items = [x.strip() for x in base.split(",") if x.strip()]
+            new = [x.strip() for x in (op.value or "").split(",") if x.strip()]
+            if op.config_operation == APPEND:
+                items += [x for x in new if x not in items]
+            else:
+                items = [x for x in items if x not in new]
+            configs[op.name] = ",".join(items)
+        else:
+            raise _error(Code.INVALID_REQUEST, f"Unknown config operation {op.config_operation}")
+    return configs
+
+
+@handles("IncrementalAlterConfigs", (0, 1))
+async def incremental_alter_configs(broker, request, ctx) -> dict:
+    out = []
+    for res in request.resources:
+        entry = {"error_code": 0, "error_message": None, "resource_type": res.resource_type,
+                 "resource_name": res.resource_name}
+        try:
+            _alter_topic_check(broker, res)
+            meta = broker.coordinator.topic(res.resource_name)
+            configs = _apply_ops(meta.configs, res.configs)
+            await broker.topic_admin.set_configs(res.resource_name, configs, request.validate_only)
+        except KafkaError as e:
+            entry.update(error_code=e.code, error_message=e.message)
+        out.append(entry)
+    return {"throttle_time_ms": 0, "responses": out}
