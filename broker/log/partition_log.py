@@ -34,7 +34,7 @@ from clients.protocol.batch_header import (ATTRIBUTES_OFFSET, TIMESTAMP_TYPE_LOG
                                            BatchHeader, patch_base_offset,
                                            patch_partition_leader_epoch, write_crc)
 
-from . import checkpoints
+from . import checkpoints, record_lookup
 from .config import LogConfig
 from .errors import KafkaStorageError, OffsetOutOfRangeError, RecordListTooLargeError
 from .leader_epoch import LeaderEpochCache
@@ -392,15 +392,10 @@ class PartitionLog:
         return self.log_start_offset
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int, int] | None:
-        """(offset, timestamp, leader epoch) for ListOffsets by time: the first batch whose
-        max timestamp is >= `timestamp`, found via the time index, headers only.
-
-        Kafka answers the first RECORD with timestamp >= target; without decoding records
-        we answer the batch's base offset (never later than Kafka's answer, so a consumer
-        seeking there skips nothing). The timestamp returned is exact when the batch is
-        LogAppendTime (all records share its max timestamp) or its first record already
-        qualifies (base timestamp >= target) and is not below the log start; otherwise it is
-        the batch's max timestamp."""
+        """(offset, timestamp, leader epoch) for ListOffsets by time: the first record with
+        timestamp >= `timestamp`, as Kafka answers. The time index and headers find the
+        first batch whose max timestamp reaches the target; that one batch is then decoded
+        (record_lookup) to pick the record. Not used on the produce or fetch path."""
         start = self.log_start_offset
         for seg in self.segments:
             if seg.largest_timestamp < timestamp:
@@ -408,18 +403,17 @@ class PartitionLog:
             h = seg.find_batch_by_timestamp(timestamp, start)
             if h is None:
                 continue
-            if (h.attributes & TIMESTAMP_TYPE_LOG_APPEND or h.base_timestamp < timestamp
-                    or h.base_offset < start):
-                ts = h.max_timestamp
-            else:
-                ts = h.base_timestamp
-            return max(h.base_offset, start), ts, _epoch(h)
+            if h.attributes & TIMESTAMP_TYPE_LOG_APPEND:
+                # Every record of a LogAppendTime batch carries the batch's max timestamp.
+                return max(h.base_offset, start), h.max_timestamp, _epoch(h)
+            found = record_lookup.first_at_or_after(self._batch_bytes(h.base_offset), timestamp, start)
+            if found is None:
+                return max(h.base_offset, start), h.max_timestamp, _epoch(h)
+            return found[0], found[1], _epoch(h)
         return None
 
     def max_timestamp_offset(self) -> tuple[int, int, int] | None:
-        """ListOffsets -3 (KIP-734): the record with the largest timestamp. From headers: the
-        batch holding the largest max timestamp; its base offset when every record has that
-        timestamp (LogAppendTime) or the first one does, else its last offset."""
+        """ListOffsets -3 (KIP-734): the first record carrying the largest timestamp."""
         best = None
         for seg in self.segments:
             if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best.max_timestamp):
@@ -430,11 +424,18 @@ class PartitionLog:
         if found is None:
             return None
         h = found[1]
-        if h.attributes & TIMESTAMP_TYPE_LOG_APPEND or h.base_timestamp == h.max_timestamp:
+        if h.attributes & TIMESTAMP_TYPE_LOG_APPEND:
             offset = h.base_offset
         else:
-            offset = h.last_offset
+            exact = record_lookup.first_with_timestamp(self._batch_bytes(h.base_offset), h.max_timestamp,
+                                                       self.log_start_offset)
+            offset = exact if exact is not None else h.last_offset
         return max(offset, self.log_start_offset), h.max_timestamp, _epoch(h)
+
+    def _batch_bytes(self, offset: int) -> bytes:
+        """The bytes of the one batch holding `offset` (for the lookups above only)."""
+        info = self.read(offset, 1, None, True)
+        return record_lookup.read_regions(info.regions)
 
     def fetch_offset_by_timestamp(self, timestamp: int) -> tuple[int, int, int] | None:
         """ListOffsets in one call: the special timestamps -1 (log end), -2 / -4 (log
