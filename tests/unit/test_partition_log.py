@@ -368,7 +368,7 @@ def test_offset_for_timestamp(tmp_path):
     assert log.offset_for_timestamp(5_005) == (13, 5_010, 2)
     assert log.offset_for_timestamp(5_011) == (14, 5_020, 2)
     assert log.offset_for_timestamp(5_021) == (15, 6_000, 2)
-    assert log.offset_for_timestamp(30_020) == (87, 30_020, 2)
+    assert log.offset_for_timestamp(30_020) == (89, 30_020, 2)
     assert log.offset_for_timestamp(30_021) is None
     assert log.fetch_offset_by_timestamp(-1) == (90, -1, 2)
     assert log.fetch_offset_by_timestamp(-2) == (0, -1, 2)
