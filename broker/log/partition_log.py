@@ -434,7 +434,7 @@ class PartitionLog:
 
     def _batch_bytes(self, offset: int) -> bytes:
         """The bytes of the one batch holding `offset` (for the lookups above only)."""
-        info = self.read(offset, 1, None, True)
+        info = self.read(max(offset, self.log_start_offset), 1, None, True)
         return record_lookup.read_regions(info.regions)
 
     def fetch_offset_by_timestamp(self, timestamp: int) -> tuple[int, int, int] | None:
