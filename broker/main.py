@@ -17,6 +17,8 @@ from typing import Any
 from clients.protocol.errors import InvalidConfigError
 
 from .config import BrokerConfig, ConfigError, TopicConfigs
+from .group.coordinator import GroupCoordinator
+from .group.offsets import OFFSETS_TOPIC
 from .log import LogConfig, LogManager
 from .replication.replica_manager import ReplicaManager
 from .server import handlers  # noqa: F401  (registers every handler)
@@ -44,6 +46,7 @@ class Broker:
         self.coordinator = LocalCoordinator(config.log_dirs[0], self.advertised)
         self.producer_ids = ProducerIdManager(self.coordinator)
         self.topic_admin = TopicAdmin(self)
+        self.group_coordinator = GroupCoordinator(self)
         self.servers: list[KafkaServer] = []
         self._tasks: list[asyncio.Task] = []
         self._stopped = asyncio.Event()
@@ -72,6 +75,15 @@ class Broker:
         for index, replicas in sorted(meta.partitions.items()):
             if self.broker_id in replicas and self.replicas.maybe_get(meta.name, index) is None:
                 self.replicas.become_leader(meta.name, meta.topic_id, index, replicas, 0, cfg)
+                if meta.name == OFFSETS_TOPIC:
+                    self.group_coordinator.on_become_leader(index)
+
+    def node(self, broker_id: int):
+        """The advertised address of a live broker, or None."""
+        for b in self.coordinator.live_brokers():
+            if b.broker_id == broker_id:
+                return b
+        return None
 
     # ------------------------------------------------------------ lifecycle
     async def start(self) -> None:
@@ -91,6 +103,7 @@ class Broker:
             asyncio.create_task(self._every(self.config.get("log.retention.check.interval.ms"),
                                             self._retention)),
             asyncio.create_task(self._every(1000, self._flush_and_tick)),
+            asyncio.create_task(self._every(200, self.group_coordinator.tick)),
             asyncio.create_task(self._every(self.config.get("log.flush.offset.checkpoint.interval.ms"),
                                             self.log_manager.checkpoint_recovery_points)),
         ]

@@ -98,6 +98,14 @@ class KafkaServer:
             await self._server.wait_closed()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await self._serve_connection(reader, writer)
+        except asyncio.CancelledError:
+            # Broker shutdown. Returning normally matters: asyncio's start_server callback
+            # calls task.exception(), which raises (and logs a traceback) for a cancelled task.
+            pass
+
+    async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)

@@ -1,41 +1,50 @@
 """FindCoordinator: which broker coordinates a consumer group or a transactional id.
 
-No group or transaction coordinator exists yet, so every lookup answers
-COORDINATOR_NOT_AVAILABLE: the retriable error Kafka gives while __consumer_offsets or
-__transaction_state is not ready, which clients back off on and retry. The API is advertised
-all the same because clients key features to it: librdkafka < 2.11.1 (Debian's kcat) enables
-LZ4 compression only if FindCoordinator v0 is advertised, and otherwise silently sends `-z lz4`
-batches uncompressed.
+A group's coordinator is the leader of its `__consumer_offsets` partition; the topic is
+created on the first lookup, as Kafka does. Transactions have no coordinator yet: those
+lookups answer COORDINATOR_NOT_AVAILABLE (retriable).
+
+The API must be advertised even for clients that never use groups: librdkafka < 2.11.1
+(Debian's kcat) enables LZ4 only if FindCoordinator v0 is advertised, and otherwise
+silently sends `-z lz4` batches uncompressed.
 """
 from __future__ import annotations
 
 from clients.protocol.errors import Code
 from clients.protocol.messages.group import COORDINATOR_GROUP, COORDINATOR_TRANSACTION
 
+from ...group.offsets import OFFSETS_TOPIC
 from ..dispatch import handles
 
-_NOT_AVAILABLE = {
-    COORDINATOR_GROUP: "The group coordinator is not available.",
-    COORDINATOR_TRANSACTION: "The transaction coordinator is not available.",
-}
 
-
-def _lookup(key_type: int) -> tuple[int, str]:
-    """(error code, message) for one key: Kafka refuses key types it does not know."""
-    if key_type not in _NOT_AVAILABLE:
-        return Code.INVALID_REQUEST, f"Unknown coordinator key type {key_type}."
-    return Code.COORDINATOR_NOT_AVAILABLE, _NOT_AVAILABLE[key_type]
+async def _lookup(broker, key: str, key_type: int) -> dict:
+    none = {"node_id": -1, "host": "", "port": -1}
+    if key_type == COORDINATOR_TRANSACTION:
+        return {**none, "error_code": Code.COORDINATOR_NOT_AVAILABLE,
+                "error_message": "The transaction coordinator is not available."}
+    if key_type != COORDINATOR_GROUP:
+        return {**none, "error_code": Code.INVALID_REQUEST,
+                "error_message": f"Unknown coordinator key type {key_type}."}
+    if not key:
+        return {**none, "error_code": Code.INVALID_REQUEST, "error_message": "Empty group id."}
+    coordinator = broker.group_coordinator
+    if not await coordinator.ensure_offsets_topic():
+        return {**none, "error_code": Code.COORDINATOR_NOT_AVAILABLE,
+                "error_message": f"The coordinator is not available: {OFFSETS_TOPIC} cannot be created."}
+    partition = broker.replicas.maybe_get(OFFSETS_TOPIC, coordinator.partition_for(key))
+    node = broker.node(partition.leader_id) if partition is not None else None
+    if node is None:
+        return {**none, "error_code": Code.COORDINATOR_NOT_AVAILABLE,
+                "error_message": "The coordinator is not available."}
+    return {"node_id": node.broker_id, "host": node.host, "port": node.port,
+            "error_code": 0, "error_message": None}
 
 
 @handles("FindCoordinator", (0, 4))
-def find_coordinator(broker, request, ctx) -> dict:
+async def find_coordinator(broker, request, ctx) -> dict:
     key_type = request.key_type if ctx.version >= 1 else COORDINATOR_GROUP
-    code, message = _lookup(key_type)
     if ctx.version >= 4:
         # KIP-699: one answer per key, no top-level error.
         return {"throttle_time_ms": 0, "coordinators": [
-            {"key": key, "node_id": -1, "host": "", "port": -1,
-             "error_code": code, "error_message": message}
-            for key in request.coordinator_keys]}
-    return {"throttle_time_ms": 0, "error_code": code, "error_message": message,
-            "node_id": -1, "host": "", "port": -1}
+            {"key": key, **await _lookup(broker, key, key_type)} for key in request.coordinator_keys]}
+    return {"throttle_time_ms": 0, **await _lookup(broker, request.key, key_type)}

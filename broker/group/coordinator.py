@@ -1,0 +1,661 @@
+"""The group coordinator: Kafka's classic group protocol and committed offsets.
+
+One coordinator per broker serves the groups whose `__consumer_offsets` partition this
+broker leads. JoinGroup and SyncGroup park on futures that the rebalance completes; a
+`tick()` every few hundred milliseconds expires sessions, finishes rebalances whose time is
+up and expires old offsets. Everything runs on the broker's event loop: no locks, and every
+state change happens between awaits.
+
+Follows Kafka's GroupCoordinator: member ids assigned with MEMBER_ID_REQUIRED (KIP-394),
+static membership (KIP-345: a known `group.instance.id` rejoining a Stable group with the
+same protocols gets its assignment back without a rebalance), the initial rebalance delay,
+generation fencing, and offset expiry of empty groups (KIP-211).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from typing import Any, Callable
+
+from clients.protocol.errors import Code, KafkaError
+
+from . import records as R
+from .offsets import OFFSETS_TOPIC, CommittedOffset, OffsetStore
+from .state import (COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE, Group,
+                    Member)
+
+log = logging.getLogger(__name__)
+
+LOADING, LOADED = "loading", "loaded"
+
+
+class GroupError(Exception):
+    def __init__(self, code: int):
+        super().__init__(code)
+        self.code = code
+
+
+class GroupCoordinator:
+    def __init__(self, broker: Any, clock: Callable[[], float] = time.monotonic,
+                 wall_ms: Callable[[], int] = lambda: int(time.time() * 1000)):
+        cfg = broker.config
+        self.broker = broker
+        self.clock = clock
+        self.wall_ms = wall_ms
+        self.num_partitions = cfg.get("offsets.topic.num.partitions")
+        self.replication_factor = cfg.get("offsets.topic.replication.factor")
+        self.segment_bytes = cfg.get("offsets.topic.segment.bytes")
+        self.min_session_ms = cfg.get("group.min.session.timeout.ms")
+        self.max_session_ms = cfg.get("group.max.session.timeout.ms")
+        self.initial_delay_ms = cfg.get("group.initial.rebalance.delay.ms")
+        self.max_group_size = cfg.get("group.max.size")
+        self.retention_ms = cfg.get("offsets.retention.minutes") * 60_000
+        self.retention_check_s = cfg.get("offsets.retention.check.interval.ms") / 1000.0
+        self.metadata_max_bytes = cfg.get("offset.metadata.max.bytes")
+        self.store = OffsetStore(broker, self.num_partitions)
+        self.groups: dict[str, Group] = {}
+        self.partitions: dict[int, str] = {}          # offsets partition -> LOADING / LOADED
+        self.pending_deadlines: dict[tuple[str, str], float] = {}
+        self._last_expiry = clock()
+        self._creating: asyncio.Future | None = None
+
+    # ================================================================== ownership
+    def partition_for(self, group_id: str) -> int:
+        return self.store.partition_for(group_id)
+
+    async def ensure_offsets_topic(self) -> bool:
+        """Create `__consumer_offsets` on first use, as Kafka does; False if it cannot be."""
+        if self.broker.coordinator.topic(OFFSETS_TOPIC) is not None:
+            return True
+        if self._creating is None:
+            self._creating = asyncio.ensure_future(self._create_offsets_topic())
+        try:
+            return await asyncio.shield(self._creating)
+        finally:
+            if self._creating is not None and self._creating.done():
+                self._creating = None
+
+    async def _create_offsets_topic(self) -> bool:
+        try:
+            await self.broker.topic_admin.create(
+                OFFSETS_TOPIC, self.num_partitions, self.replication_factor,
+                configs={"cleanup.policy": "compact", "compression.type": "producer",
+                         "segment.bytes": str(self.segment_bytes)})
+            return True
+        except KafkaError as e:
+            if e.code == Code.TOPIC_ALREADY_EXISTS:
+                return True
+            log.warning("cannot create %s: %s (offsets.topic.replication.factor=%d)",
+                        OFFSETS_TOPIC, e, self.replication_factor)
+            return False
+
+    def on_become_leader(self, partition: int) -> None:
+        if self.partitions.get(partition) is None:
+            self.partitions[partition] = LOADING
+            asyncio.ensure_future(self._load(partition))
+
+    async def _load(self, partition: int) -> None:
+        try:
+            metadata = await self.store.load_partition(partition)
+        except Exception:
+            log.exception("loading %s-%d failed", OFFSETS_TOPIC, partition)
+            self.partitions.pop(partition, None)
+            return
+        now = self.clock()
+        for group_id, value in metadata.items():
+            if value is None:
+                continue
+            self.groups[group_id] = self._restore_group(group_id, value, now)
+        for group_id in self.store.offsets:
+            if self.partition_for(group_id) == partition and group_id not in self.groups:
+                g = Group(group_id)
+                g.state_timestamp = self.wall_ms()
+                self.groups[group_id] = g
+        self.partitions[partition] = LOADED
+        log.info("loaded %s-%d", OFFSETS_TOPIC, partition)
+
+    def _restore_group(self, group_id: str, v: Any, now: float) -> Group:
+        g = Group(group_id, generation=v.generation, protocol_type=v.protocol_type or None,
+                  protocol=v.protocol, leader_id=v.leader)
+        g.state_timestamp = v.current_state_timestamp if v.current_state_timestamp >= 0 else self.wall_ms()
+        for m in v.members:
+            member = Member(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                            m.rebalance_timeout, m.session_timeout, v.protocol_type,
+                            [(v.protocol, m.subscription)] if v.protocol else [], m.assignment,
+                            last_heartbeat=now)
+            g.members[m.member_id] = member
+            if member.is_static:
+                g.static_members[member.group_instance_id] = member.member_id
+        g.state = STABLE if g.members else EMPTY
+        if g.leader_id not in g.members:
+            g.leader_id = next(iter(g.members), None)
+        return g
+
+    def check(self, group_id: str | None) -> int:
+        """0 if this broker coordinates the group now, else Kafka's error code."""
+        if not group_id:
+            return Code.INVALID_GROUP_ID
+        status = self.partitions.get(self.partition_for(group_id))
+        if status == LOADING:
+            return Code.COORDINATOR_LOAD_IN_PROGRESS
+        if status is None:
+            if self.broker.coordinator.topic(OFFSETS_TOPIC) is None:
+                return Code.COORDINATOR_NOT_AVAILABLE
+            return Code.NOT_COORDINATOR
+        return 0
+
+    # ================================================================== JoinGroup
+    async def join(self, group_id: str, member_id: str, instance_id: str | None, protocol_type: str,
+                   protocols: list[tuple[str, bytes]], session_ms: int, rebalance_ms: int,
+                   client_id: str, client_host: str, version: int) -> dict:
+        err = self.check(group_id) if group_id else Code.INVALID_GROUP_ID
+        if err:
+            return _join_error(err, member_id)
+        if not (self.min_session_ms <= session_ms <= self.max_session_ms):
+            return _join_error(Code.INVALID_SESSION_TIMEOUT, member_id)
+        if rebalance_ms < 0:
+            rebalance_ms = session_ms            # JoinGroup v0 has no rebalance timeout
+        group = self.groups.get(group_id)
+        if group is None:
+            if member_id:
+                return _join_error(Code.UNKNOWN_MEMBER_ID, member_id)
+            group = self.groups[group_id] = Group(group_id, state_timestamp=self.wall_ms())
+        if group.is_(DEAD):
+            return _join_error(Code.COORDINATOR_NOT_AVAILABLE, member_id)
+        names = [n for n, _ in protocols]
+        known = member_id and (group.has(member_id) or member_id in group.pending_members)
+        if not group.supports_protocols(protocol_type, names) and not (
+                known and len(group.members) == 1 and group.has(member_id)):
+            return _join_error(Code.INCONSISTENT_GROUP_PROTOCOL, member_id)
+        args = (protocol_type, protocols, session_ms, rebalance_ms, client_id, client_host, version)
+        if not member_id:
+            return await self._join_new(group, instance_id, *args)
+        return await self._join_known(group, member_id, instance_id, *args)
+
+    async def _join_new(self, group: Group, instance_id: str | None, protocol_type, protocols,
+                        session_ms, rebalance_ms, client_id, client_host, version) -> dict:
+        new_id = f"{instance_id or client_id}-{uuid.uuid4()}"
+        if instance_id is not None and instance_id in group.static_members:
+            return await self._rejoin_static(group, instance_id, new_id, protocol_type, protocols,
+                                             session_ms, rebalance_ms, client_id, client_host, version)
+        if len(group.members) >= self.max_group_size:
+            return _join_error(Code.GROUP_MAX_SIZE_REACHED, "")
+        if instance_id is None and version >= 4:
+            # KIP-394: hand out the id first; the member joins for real with it.
+            group.pending_members.add(new_id)
+            self.pending_deadlines[(group.group_id, new_id)] = self.clock() + session_ms / 1000.0
+            return _join_error(Code.MEMBER_ID_REQUIRED, new_id)
+        member = Member(new_id, instance_id, client_id, client_host, rebalance_ms, session_ms,
+                        protocol_type, protocols, last_heartbeat=self.clock(), is_new=True)
+        return await self._add_and_wait(group, member)
+
+    async def _add_and_wait(self, group: Group, member: Member) -> dict:
+        member.join_future = asyncio.get_running_loop().create_future()
+        group.add(member)
+        if group.is_(PREPARING_REBALANCE):
+            self._extend_initial_delay(group)
+            self._maybe_complete_join(group)
+        else:
+            self._prepare_rebalance(group, f"member {member.member_id} joined")
+        return await member.join_future
+
+    async def _rejoin_static(self, group: Group, instance_id: str, new_id: str, protocol_type, protocols,
+                             session_ms, rebalance_ms, client_id, client_host, version) -> dict:
+        old_id = group.static_members[instance_id]
+        old = group.members[old_id]
+        # The old incarnation is fenced: anything it still waits for fails.
+        for fut in (old.join_future, old.sync_future):
+            if fut is not None and not fut.done():
+                fut.set_result(_join_error(Code.FENCED_INSTANCE_ID, old_id))
+        member = group.replace_static_member(instance_id, old_id, new_id)
+        member.client_id, member.client_host = client_id, client_host
+        member.session_timeout_ms, member.rebalance_timeout_ms = session_ms, rebalance_ms
+        member.last_heartbeat = self.clock()
+        if group.is_(STABLE) and member.matches(protocols):
+            # KIP-345: no rebalance; the member fetches its assignment with SyncGroup.
+            await self._persist_group(group)
+            leader = group.leader_id == new_id
+            return {"error_code": 0, "generation_id": group.generation, "protocol_type": group.protocol_type,
+                    "protocol_name": group.protocol, "leader": group.leader_id, "member_id": new_id,
+                    "skip_assignment": leader and version >= 9,
+                    "members": self._member_list(group) if leader and version >= 9 else []}
+        member.protocols = protocols
+        member.join_future = asyncio.get_running_loop().create_future()
+        if group.is_(PREPARING_REBALANCE):
+            self._maybe_complete_join(group)
+        else:
+            self._prepare_rebalance(group, f"static member {instance_id} rejoined")
+        return await member.join_future
+
+    async def _join_known(self, group: Group, member_id: str, instance_id: str | None, protocol_type,
+                          protocols, session_ms, rebalance_ms, client_id, client_host, version) -> dict:
+        if member_id in group.pending_members:
+            group.pending_members.discard(member_id)
+            self.pending_deadlines.pop((group.group_id, member_id), None)
+            member = Member(member_id, instance_id, client_id, client_host, rebalance_ms, session_ms,
+                            protocol_type, protocols, last_heartbeat=self.clock(), is_new=True)
+            return await self._add_and_wait(group, member)
+        if not group.has(member_id):
+            return _join_error(Code.UNKNOWN_MEMBER_ID, member_id)
+        fenced = self._fenced(group, member_id, instance_id)
+        if fenced:
+            return _join_error(fenced, member_id)
+        member = group.members[member_id]
+        member.last_heartbeat = self.clock()
+        loop = asyncio.get_running_loop()
+        if group.is_(PREPARING_REBALANCE):
+            member.protocols = protocols
+            member.session_timeout_ms, member.rebalance_timeout_ms = session_ms, rebalance_ms
+            if member.join_future is None or member.join_future.done():
+                member.join_future = loop.create_future()
+            fut = member.join_future
+            self._maybe_complete_join(group)
+            return await fut
+        if group.is_(COMPLETING_REBALANCE) and member.matches(protocols):
+            return self._join_response(group, member)
+        if group.is_(STABLE) and member.matches(protocols) and group.leader_id != member_id:
+            return self._join_response(group, member, include_members=False)
+        # Stable with new protocols or a leader rejoining, or CompletingRebalance with new
+        # protocols: a new rebalance.
+        member.protocols = protocols
+        member.join_future = loop.create_future()
+        fut = member.join_future
+        self._prepare_rebalance(group, f"member {member_id} rejoined")
+        return await fut
+
+    def _fenced(self, group: Group, member_id: str, instance_id: str | None) -> int:
+        if instance_id is None:
+            return 0
+        current = group.static_members.get(instance_id)
+        if current is None:
+            return Code.UNKNOWN_MEMBER_ID
+        return Code.FENCED_INSTANCE_ID if current != member_id else 0
+
+    def _member_list(self, group: Group) -> list[dict]:
+        return [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                 "metadata": m.metadata_for(group.protocol)} for m in group.members.values()
+                if group.protocol in m.protocol_names()]
+
+    def _join_response(self, group: Group, member: Member, include_members: bool = True) -> dict:
+        leader = group.leader_id == member.member_id
+        return {"error_code": 0, "generation_id": group.generation, "protocol_type": group.protocol_type,
+                "protocol_name": group.protocol, "leader": group.leader_id or "",
+                "member_id": member.member_id, "skip_assignment": False,
+                "members": self._member_list(group) if leader and include_members else []}
+
+    # ================================================================== rebalance
+    def _prepare_rebalance(self, group: Group, reason: str) -> None:
+        now = self.clock()
+        if group.is_(COMPLETING_REBALANCE):
+            for m in group.members.values():
+                m.assignment = b""
+                if m.awaiting_sync:
+                    m.sync_future.set_result(_sync_result(Code.REBALANCE_IN_PROGRESS))
+        max_rebalance = max((m.rebalance_timeout_ms for m in group.members.values()), default=0) / 1000.0
+        if group.is_(EMPTY) and self.initial_delay_ms > 0:
+            group.initial_delay_remaining = now + self.initial_delay_ms / 1000.0
+            group.join_deadline = now + max(max_rebalance, self.initial_delay_ms / 1000.0)
+        else:
+            group.initial_delay_remaining = 0.0
+            group.join_deadline = now + max_rebalance
+        log.info("group %s: preparing to rebalance (generation %d): %s", group.group_id, group.generation, reason)
+        group.transition(PREPARING_REBALANCE, self.wall_ms())
+        self._maybe_complete_join(group)
+
+    def _extend_initial_delay(self, group: Group) -> None:
+        # Kafka's InitialDelayedJoin: each newcomer during the delay buys another delay,
+        # up to the rebalance timeout.
+        if group.initial_delay_remaining and self.initial_delay_ms > 0:
+            now = self.clock()
+            assert group.join_deadline is not None
+            group.initial_delay_remaining = min(now + self.initial_delay_ms / 1000.0, group.join_deadline)
+
+    def _maybe_complete_join(self, group: Group) -> None:
+        if not group.is_(PREPARING_REBALANCE):
+            return
+        now = self.clock()
+        if group.initial_delay_remaining and now < group.initial_delay_remaining:
+            return
+        if group.all_joined() or (group.join_deadline is not None and now >= group.join_deadline):
+            self._complete_join(group)
+
+    def _complete_join(self, group: Group) -> None:
+        # Dynamic members that did not rejoin in time leave; static members stay (KIP-345).
+        for m in [m for m in group.members.values() if not m.awaiting_join and not m.is_static]:
+            log.info("group %s: member %s did not rejoin in time", group.group_id, m.member_id)
+            group.remove(m.member_id)
+        group.pending_members.clear()
+        joined = [m for m in group.members.values() if m.awaiting_join]
+        group.generation += 1
+        group.join_deadline = None
+        group.initial_delay_remaining = 0.0
+        if not joined:
+            group.protocol = None
+            for m in list(group.members.values()):
+                group.remove(m.member_id)
+            group.transition(EMPTY, self.wall_ms())
+            asyncio.ensure_future(self._persist_group_logged(group))
+            log.info("group %s: empty at generation %d", group.group_id, group.generation)
+            return
+        group.protocol = group.select_protocol()
+        if group.leader_id not in group.members or not group.members[group.leader_id].awaiting_join:
+            group.leader_id = joined[0].member_id
+        group.transition(COMPLETING_REBALANCE, self.wall_ms())
+        now = self.clock()
+        for m in joined:
+            m.is_new = False
+            m.last_heartbeat = now
+            m.join_future.set_result(self._join_response(group, m))
+        log.info("group %s: generation %d with %d members, protocol %s, leader %s", group.group_id,
+                 group.generation, len(group.members), group.protocol, group.leader_id)
+
+    # ================================================================== SyncGroup
+    async def sync(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
+                   protocol_type: str | None, protocol_name: str | None,
+                   assignments: dict[str, bytes]) -> dict:
+        err = self.check(group_id)
+        if err:
+            return _sync_result(err)
+        group = self.groups.get(group_id)
+        if group is None or not group.has(member_id):
+            return _sync_result(Code.UNKNOWN_MEMBER_ID)
+        fenced = self._fenced(group, member_id, instance_id)
+        if fenced:
+            return _sync_result(fenced)
+        if generation != group.generation:
+            return _sync_result(Code.ILLEGAL_GENERATION)
+        if (protocol_type is not None and protocol_type != group.protocol_type) or \
+                (protocol_name is not None and protocol_name != group.protocol):
+            return _sync_result(Code.INCONSISTENT_GROUP_PROTOCOL)
+        member = group.members[member_id]
+        member.last_heartbeat = self.clock()
+        if group.is_(PREPARING_REBALANCE):
+            return _sync_result(Code.REBALANCE_IN_PROGRESS)
+        if group.is_(STABLE):
+            return self._sync_ok(group, member)
+        if not group.is_(COMPLETING_REBALANCE):
+            return _sync_result(Code.UNKNOWN_MEMBER_ID)
+        fut = member.sync_future = asyncio.get_running_loop().create_future()
+        if member_id == group.leader_id:
+            for m in group.members.values():
+                m.assignment = assignments.get(m.member_id, b"")
+            try:
+                await self._persist_group(group)
+            except KafkaError as e:
+                if group.is_(COMPLETING_REBALANCE) and group.generation == generation:
+                    for m in group.members.values():
+                        m.assignment = b""
+                    self._prepare_rebalance(group, f"storing the assignment failed: {e}")
+                return _sync_result(Code.COORDINATOR_NOT_AVAILABLE)
+            if group.is_(COMPLETING_REBALANCE) and group.generation == generation:
+                group.transition(STABLE, self.wall_ms())
+                for m in group.members.values():
+                    if m.awaiting_sync:
+                        m.sync_future.set_result(self._sync_ok(group, m))
+        return await fut
+
+    def _sync_ok(self, group: Group, member: Member) -> dict:
+        return {"error_code": 0, "protocol_type": group.protocol_type, "protocol_name": group.protocol,
+                "assignment": member.assignment}
+
+    # ================================================================== Heartbeat / Leave
+    def heartbeat(self, group_id: str, generation: int, member_id: str, instance_id: str | None) -> int:
+        err = self.check(group_id)
+        if err:
+            return err
+        group = self.groups.get(group_id)
+        if group is None or group.is_(DEAD):
+            return Code.UNKNOWN_MEMBER_ID if group is None else Code.COORDINATOR_NOT_AVAILABLE
+        if not group.has(member_id):
+            return Code.UNKNOWN_MEMBER_ID
+        fenced = self._fenced(group, member_id, instance_id)
+        if fenced:
+            return fenced
+        if generation != group.generation:
+            return Code.ILLEGAL_GENERATION
+        group.members[member_id].last_heartbeat = self.clock()
+        if group.is_(PREPARING_REBALANCE):
+            return Code.REBALANCE_IN_PROGRESS
+        if group.is_(EMPTY):
+            return Code.UNKNOWN_MEMBER_ID
+        return 0
+
+    def leave(self, group_id: str, leaving: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
+        """(top-level error, per-member errors) for [(member_id, group_instance_id)]."""
+        err = self.check(group_id)
+        if err:
+            return err, [err] * len(leaving)
+        group = self.groups.get(group_id)
+        if group is None or group.is_(DEAD):
+            return Code.UNKNOWN_MEMBER_ID, [Code.UNKNOWN_MEMBER_ID] * len(leaving)
+        results = []
+        removed = False
+        for member_id, instance_id in leaving:
+            if instance_id is not None:
+                current = group.static_members.get(instance_id)
+                if current is None:
+                    results.append(Code.UNKNOWN_MEMBER_ID)
+                    continue
+                if member_id and member_id != current:
+                    results.append(Code.FENCED_INSTANCE_ID)
+                    continue
+                member_id = current
+            if member_id in group.pending_members:
+                group.pending_members.discard(member_id)
+                self.pending_deadlines.pop((group_id, member_id), None)
+                results.append(0)
+                removed = True
+                continue
+            if not group.has(member_id):
+                results.append(Code.UNKNOWN_MEMBER_ID)
+                continue
+            self._remove_member(group, member_id, "left the group")
+            removed = True
+            results.append(0)
+        if removed:
+            self._after_removal(group)
+        return 0, results
+
+    def _remove_member(self, group: Group, member_id: str, why: str) -> None:
+        m = group.remove(member_id)
+        if m is None:
+            return
+        log.info("group %s: member %s %s", group.group_id, member_id, why)
+        for fut in (m.join_future, m.sync_future):
+            if fut is not None and not fut.done():
+                fut.set_result(_join_error(Code.UNKNOWN_MEMBER_ID, member_id) if fut is m.join_future
+                               else _sync_result(Code.UNKNOWN_MEMBER_ID))
+
+    def _after_removal(self, group: Group) -> None:
+        if group.is_(STABLE) or group.is_(COMPLETING_REBALANCE):
+            self._prepare_rebalance(group, "a member left")
+        elif group.is_(PREPARING_REBALANCE):
+            self._maybe_complete_join(group)
+
+    # ================================================================== timers
+    def tick(self) -> None:
+        now = self.clock()
+        for (group_id, member_id), deadline in list(self.pending_deadlines.items()):
+            if now >= deadline:
+                del self.pending_deadlines[(group_id, member_id)]
+                g = self.groups.get(group_id)
+                if g is not None and member_id in g.pending_members:
+                    g.pending_members.discard(member_id)
+                    self._maybe_complete_join(g)
+        for group in list(self.groups.values()):
+            expired = [m.member_id for m in group.members.values()
+                       if not m.awaiting_join and not m.awaiting_sync
+                       and now > m.last_heartbeat + m.session_timeout_ms / 1000.0]
+            for member_id in expired:
+                self._remove_member(group, member_id, "session expired")
+            if expired:
+                self._after_removal(group)
+            elif group.is_(PREPARING_REBALANCE):
+                self._maybe_complete_join(group)
+        if now - self._last_expiry >= self.retention_check_s:
+            self._last_expiry = now
+            asyncio.ensure_future(self.expire_offsets())
+
+    async def expire_offsets(self) -> int:
+        """KIP-211: offsets of a group expire once it has been empty for the retention time;
+        offsets of a group without a protocol (simple commits) expire by commit time."""
+        now = self.wall_ms()
+        count = 0
+        for group_id, group in list(self.groups.items()):
+            if self.check(group_id) or not group.is_(EMPTY):
+                continue
+            offsets = self.store.get(group_id)
+            if group.protocol_type is None:
+                expired = [tp for tp, c in offsets.items() if c.commit_timestamp + self.retention_ms <= now]
+            elif group.state_timestamp + self.retention_ms <= now:
+                expired = list(offsets)
+            else:
+                expired = []
+            if expired:
+                await self.store.delete(group_id, expired)
+                count += len(expired)
+            if not self.store.has_offsets(group_id) and group.is_(EMPTY):
+                group.transition(DEAD, now)
+                del self.groups[group_id]
+                await self.store.append(group_id, [(R.group_key(group_id), None)])
+        return count
+
+    # ================================================================== persistence
+    async def _persist_group(self, group: Group) -> None:
+        value = {
+            "protocol_type": group.protocol_type or "", "generation": group.generation,
+            "protocol": group.protocol, "leader": group.leader_id if group.members else None,
+            "current_state_timestamp": int(group.state_timestamp),
+            "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                         "client_id": m.client_id, "client_host": m.client_host,
+                         "rebalance_timeout": m.rebalance_timeout_ms, "session_timeout": m.session_timeout_ms,
+                         "subscription": m.metadata_for(group.protocol) if group.protocol else b"",
+                         "assignment": m.assignment} for m in group.members.values()],
+        }
+        await self.store.append(group.group_id, [(R.group_key(group.group_id), R.group_value(value))])
+
+    async def _persist_group_logged(self, group: Group) -> None:
+        try:
+            await self._persist_group(group)
+        except Exception:
+            log.exception("group %s: storing group metadata failed", group.group_id)
+
+    # ================================================================== offsets
+    async def commit_offsets(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
+                             commits: dict[tuple[str, int], tuple[int, int, str | None]]) -> dict[tuple[str, int], int]:
+        """Per-partition error codes for an OffsetCommit."""
+        err = self.check(group_id)
+        if err:
+            return {tp: err for tp in commits}
+        group = self.groups.get(group_id)
+        simple = generation < 0 and not member_id
+        if simple:
+            if group is not None and not group.is_(EMPTY) and not group.is_(DEAD):
+                # A group with live members only takes commits from its members.
+                return {tp: Code.ILLEGAL_GENERATION for tp in commits}
+            if group is None or group.is_(DEAD):
+                group = self.groups[group_id] = Group(group_id, state_timestamp=self.wall_ms())
+        else:
+            if group is None or group.is_(DEAD) or not group.has(member_id):
+                return {tp: Code.UNKNOWN_MEMBER_ID for tp in commits}
+            fenced = self._fenced(group, member_id, instance_id)
+            if fenced:
+                return {tp: fenced for tp in commits}
+            if generation != group.generation:
+                return {tp: Code.ILLEGAL_GENERATION for tp in commits}
+            if group.is_(COMPLETING_REBALANCE):
+                return {tp: Code.REBALANCE_IN_PROGRESS for tp in commits}
+            group.members[member_id].last_heartbeat = self.clock()
+        results: dict[tuple[str, int], int] = {}
+        accepted: dict[tuple[str, int], CommittedOffset] = {}
+        now = self.wall_ms()
+        topics = self.broker.coordinator.topics()
+        for (topic, partition), (offset, epoch, metadata) in commits.items():
+            meta = topics.get(topic)
+            if meta is None or partition not in meta.partitions:
+                results[(topic, partition)] = Code.UNKNOWN_TOPIC_OR_PARTITION
+            elif metadata is not None and len(metadata.encode()) > self.metadata_max_bytes:
+                results[(topic, partition)] = Code.OFFSET_METADATA_TOO_LARGE
+            else:
+                accepted[(topic, partition)] = CommittedOffset(offset, epoch, metadata or "", now)
+                results[(topic, partition)] = 0
+        if accepted:
+            try:
+                await self.store.commit(group_id, accepted)
+            except KafkaError as e:
+                for tp in accepted:
+                    results[tp] = e.code
+        return results
+
+    def fetch_offsets(self, group_id: str, tps: list[tuple[str, int]] | None) -> tuple[int, dict]:
+        err = self.check(group_id)
+        if err:
+            return err, {}
+        offsets = self.store.get(group_id)
+        if tps is None:
+            return 0, dict(offsets)
+        return 0, {tp: offsets.get(tp) for tp in tps}
+
+    async def delete_offsets(self, group_id: str, tps: list[tuple[str, int]]) -> tuple[int, dict]:
+        err = self.check(group_id)
+        if err:
+            return err, {}
+        group = self.groups.get(group_id)
+        if group is None or group.is_(DEAD):
+            return Code.GROUP_ID_NOT_FOUND, {}
+        subscribed = group.subscribed_topics() if not group.is_(EMPTY) else set()
+        if subscribed is None:
+            return Code.NON_EMPTY_GROUP, {}
+        results = {tp: (Code.GROUP_SUBSCRIBED_TO_TOPIC if tp[0] in subscribed else 0) for tp in tps}
+        await self.store.delete(group_id, [tp for tp, e in results.items() if e == 0])
+        return 0, results
+
+    # ================================================================== admin
+    def describe(self, group_id: str) -> dict:
+        err = self.check(group_id)
+        if err:
+            return {"error_code": err, "group_id": group_id, "group_state": "", "protocol_type": "",
+                    "protocol_data": "", "members": []}
+        group = self.groups.get(group_id)
+        if group is None:
+            return {"error_code": 0, "group_id": group_id, "group_state": DEAD, "protocol_type": "",
+                    "protocol_data": "", "members": []}
+        stable = group.is_(STABLE)
+        return {"error_code": 0, "group_id": group_id, "group_state": group.state,
+                "protocol_type": group.protocol_type or "",
+                "protocol_data": (group.protocol or "") if stable else "",
+                "members": group.summary_members(with_data=stable)}
+
+    def list_groups(self, states: set[str]) -> list[dict]:
+        wanted = {s.lower() for s in states}
+        return [{"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state}
+                for g in self.groups.values()
+                if not self.check(g.group_id) and (not wanted or g.state.lower() in wanted)]
+
+    async def delete_group(self, group_id: str) -> int:
+        err = self.check(group_id)
+        if err:
+            return err
+        group = self.groups.get(group_id)
+        if group is None or group.is_(DEAD):
+            return Code.GROUP_ID_NOT_FOUND
+        if not group.is_(EMPTY):
+            return Code.NON_EMPTY_GROUP
+        tps = list(self.store.get(group_id))
+        entries = [(R.offset_key(group_id, t, p), None) for t, p in tps] + [(R.group_key(group_id), None)]
+        await self.store.append(group_id, entries)
+        self.store.offsets.pop(group_id, None)
+        group.transition(DEAD, self.wall_ms())
+        del self.groups[group_id]
+        return 0
+
+
+def _join_error(code: int, member_id: str) -> dict:
+    return {"error_code": code, "generation_id": -1, "protocol_type": None, "protocol_name": None,
+            "leader": "", "member_id": member_id, "skip_assignment": False, "members": []}
+
+
+def _sync_result(code: int) -> dict:
+    return {"error_code": code, "protocol_type": None, "protocol_name": None, "assignment": b""}
