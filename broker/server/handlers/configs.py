@@ -88,21 +88,25 @@ def _alter_topic_check(broker, res) -> None:
         raise _error(Code.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{res.resource_name}' does not exist.")
 
 
-@handles("AlterConfigs", (0, 2))
-async def alter_configs(broker, request, ctx) -> dict:
+async def _alter_each(broker, request, new_configs) -> dict:
+    """Apply `new_configs(resource) -> dict` to each topic resource; one result per resource."""
     out = []
     for res in request.resources:
         entry = {"error_code": 0, "error_message": None, "resource_type": res.resource_type,
                  "resource_name": res.resource_name}
         try:
             _alter_topic_check(broker, res)
-            # AlterConfigs replaces the whole set of overrides.
-            configs = {c.name: c.value for c in res.configs}
-            await broker.topic_admin.set_configs(res.resource_name, configs, request.validate_only)
+            await broker.topic_admin.set_configs(res.resource_name, new_configs(res), request.validate_only)
         except KafkaError as e:
             entry.update(error_code=e.code, error_message=e.message)
         out.append(entry)
     return {"throttle_time_ms": 0, "responses": out}
+
+
+@handles("AlterConfigs", (0, 2))
+async def alter_configs(broker, request, ctx) -> dict:
+    # AlterConfigs replaces the whole set of overrides.
+    return await _alter_each(broker, request, lambda res: {c.name: c.value for c in res.configs})
 
 
 def _apply_ops(current: dict[str, str], ops) -> dict[str, str]:
@@ -134,16 +138,5 @@ def _apply_ops(current: dict[str, str], ops) -> dict[str, str]:
 
 @handles("IncrementalAlterConfigs", (0, 1))
 async def incremental_alter_configs(broker, request, ctx) -> dict:
-    out = []
-    for res in request.resources:
-        entry = {"error_code": 0, "error_message": None, "resource_type": res.resource_type,
-                 "resource_name": res.resource_name}
-        try:
-            _alter_topic_check(broker, res)
-            meta = broker.coordinator.topic(res.resource_name)
-            configs = _apply_ops(meta.configs, res.configs)
-            await broker.topic_admin.set_configs(res.resource_name, configs, request.validate_only)
-        except KafkaError as e:
-            entry.update(error_code=e.code, error_message=e.message)
-        out.append(entry)
-    return {"throttle_time_ms": 0, "responses": out}
+    return await _alter_each(
+        broker, request, lambda res: _apply_ops(broker.coordinator.topic(res.resource_name).configs, res.configs))
