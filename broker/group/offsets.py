@@ -91,25 +91,31 @@ class OffsetStore:
         group found there (None for a deleted group). Offsets land in `self.offsets`."""
         p = self.broker.replicas.get(OFFSETS_TOPIC, partition)
         groups: dict[str, Any] = {}
-        for key, value in self._replay(p.log):
-            k = R.decode_key(key)
-            if isinstance(k, R.OffsetKey):
-                if value is None:
-                    self.offsets.get(k.group, {}).pop((k.topic, k.partition), None)
-                else:
-                    v = R.decode_offset_value(value)
-                    self.offsets.setdefault(k.group, {})[(k.topic, k.partition)] = CommittedOffset(
-                        v.offset, v.leader_epoch, v.metadata, v.commit_timestamp)
-            elif isinstance(k, R.GroupKey):
-                if value is None:
-                    groups[k.group] = None       # deleted group: the caller drops it
-                else:
-                    groups[k.group] = R.decode_group_value(value)
+        for chunk in self._replay(p.log):
+            await asyncio.sleep(0)   # one chunk at a time: other connections keep being served
+            for key, value in chunk:
+                self._apply(key, value, groups)
         for g in [g for g, o in self.offsets.items() if not o]:
             del self.offsets[g]
         return groups
 
-    def _replay(self, plog: Any) -> Iterator[tuple[bytes, bytes | None]]:
+    def _apply(self, key: bytes, value: bytes | None, groups: dict[str, Any]) -> None:
+        k = R.decode_key(key)
+        if isinstance(k, R.OffsetKey):
+            if value is None:
+                self.offsets.get(k.group, {}).pop((k.topic, k.partition), None)
+            else:
+                v = R.decode_offset_value(value)
+                self.offsets.setdefault(k.group, {})[(k.topic, k.partition)] = CommittedOffset(
+                    v.offset, v.leader_epoch, v.metadata, v.commit_timestamp)
+        elif isinstance(k, R.GroupKey):
+            if value is None:
+                groups[k.group] = None       # deleted group: the caller drops it
+            else:
+                groups[k.group] = R.decode_group_value(value)
+
+    def _replay(self, plog: Any) -> Iterator[list[tuple[bytes, bytes | None]]]:
+        """The log's keyed records, in chunks of at most LOAD_CHUNK_BYTES of batches."""
         offset = plog.log_start_offset
         end = plog.log_end_offset
         while offset < end:
@@ -118,14 +124,13 @@ class OffsetStore:
                 break
             data = b"".join(os.pread(r.fileno, r.size, r.position) for r in info.regions)
             last = offset
+            chunk = []
             for batch in iter_batches(data):
-                if batch.is_control:
-                    last = batch.last_offset + 1
-                    continue
-                for rec in batch.records:
-                    if rec.offset >= offset and rec.key is not None:
-                        yield rec.key, rec.value
+                if not batch.is_control:
+                    chunk.extend((rec.key, rec.value) for rec in batch.records
+                                 if rec.offset >= offset and rec.key is not None)
                 last = batch.last_offset + 1
+            yield chunk
             if last <= offset:
                 break
             offset = last

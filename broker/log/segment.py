@@ -12,6 +12,11 @@ Recovery (`recover`) is the one place that reads whole batches: it checks framin
 CRC-32C and offset order batch by batch, rebuilds both indexes, and truncates the file at
 the first torn or invalid batch.
 
+A segment's files may carry a suffix after their usual names: `.cleaned` while the log
+cleaner writes a replacement segment, `.swap` while that replacement is being swapped in
+(Kafka's protocol, see PartitionLog.replace_segments and log_loader), `.deleted` once it
+left the log.
+
 Not thread-safe: every method runs on the event-loop thread. Reads of headers (`pread`),
 appends (`write` to the page cache) and index writes are blocking I/O, normally served from
 the page cache; `flush` fsyncs.
@@ -36,6 +41,8 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
 INT32_MAX = 2**31 - 1
 MAGIC = 2
 _MIN_LENGTH = HEADER_SIZE - LOG_OVERHEAD
@@ -75,8 +82,10 @@ class LogSegment:
     """A segment's files and in-memory state (size, next offset, largest timestamp)."""
 
     def __init__(self, dir: str, base_offset: int, file: io.FileIO, index: OffsetIndex,
-                 time_index: TimeIndex, index_interval_bytes: int, created_ms: int):
+                 time_index: TimeIndex, index_interval_bytes: int, created_ms: int,
+                 suffix: str = ""):
         self.dir = dir
+        self.suffix = suffix            # "", CLEANED_SUFFIX or SWAP_SUFFIX
         self.base_offset = base_offset
         self.file = file
         self.fd = file.fileno()
@@ -95,22 +104,23 @@ class LogSegment:
 
     # ----------------------------------------------------------------- opening
     @classmethod
-    def _paths(cls, dir: str, base_offset: int) -> tuple[str, str, str]:
+    def _paths(cls, dir: str, base_offset: int, suffix: str = "") -> tuple[str, str, str]:
         stem = os.path.join(dir, segment_name(base_offset))
-        return stem + LOG_SUFFIX, stem + INDEX_SUFFIX, stem + TIME_INDEX_SUFFIX
+        return stem + LOG_SUFFIX + suffix, stem + INDEX_SUFFIX + suffix, stem + TIME_INDEX_SUFFIX + suffix
 
     @classmethod
     def open(cls, dir: str, base_offset: int, index_interval_bytes: int, max_index_size: int,
-             create: bool = False, created_ms: int | None = None) -> "LogSegment":
-        """Open (or with `create`, create empty) the segment's files. Indexes are not loaded:
-        call `load_indexes()` or `recover()`."""
-        log_path, index_path, time_path = cls._paths(dir, base_offset)
+             create: bool = False, created_ms: int | None = None,
+             suffix: str = "") -> "LogSegment":
+        """Open (or with `create`, create empty) the segment's files, named with `suffix`
+        after the usual names. Indexes are not loaded: call `load_indexes()` or `recover()`."""
+        log_path, index_path, time_path = cls._paths(dir, base_offset, suffix)
         f = open(log_path, "a+b", buffering=0)
         if create:
             os.ftruncate(f.fileno(), 0)
         seg = cls(dir, base_offset, f, OffsetIndex(index_path, base_offset, max_index_size),
                   TimeIndex(time_path, base_offset, max_index_size), index_interval_bytes,
-                  now_ms() if created_ms is None else created_ms)
+                  now_ms() if created_ms is None else created_ms, suffix)
         if create:
             seg.index.write()
             seg.time_index.write()
@@ -177,7 +187,7 @@ class LogSegment:
 
     @property
     def log_path(self) -> str:
-        return os.path.join(self.dir, segment_name(self.base_offset) + LOG_SUFFIX) + (
+        return os.path.join(self.dir, segment_name(self.base_offset) + LOG_SUFFIX) + self.suffix + (
             DELETED_SUFFIX if self.deleted else "")
 
     @property
@@ -401,6 +411,19 @@ class LogSegment:
 
     def close_handlers(self) -> None:
         self.file.close()
+
+    def change_suffix(self, suffix: str) -> None:
+        """Rename the three files from the current suffix to `suffix` (Kafka's
+        changeFileSuffixes). The `.log` goes last: its rename is what a reopen acts on (a
+        `.log.swap` means the swap was committed), so the indexes never lag behind it.
+        The descriptor stays open; the caller fsyncs the directory."""
+        if suffix == self.suffix:
+            return
+        log_path, index_path, time_path = self._paths(self.dir, self.base_offset, suffix)
+        self.index.rename(index_path)
+        self.time_index.rename(time_path)
+        os.replace(self.log_path, log_path)
+        self.suffix = suffix
 
     def rename_to_deleted(self) -> None:
         """Rename the files to `*.deleted`; the descriptor stays open for in-flight reads."""
