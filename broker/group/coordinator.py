@@ -550,11 +550,12 @@ class GroupCoordinator:
         if err:
             return {tp: err for tp in commits}
         group = self.groups.get(group_id)
-        simple = generation < 0 and not member_id
+        # Kafka: a commit without a generation stores offsets only for a group with no
+        # members; a group with live members only takes commits from its members, so any
+        # other commit falls through to the member checks (UNKNOWN_MEMBER_ID).
+        simple = generation < 0 and not member_id and instance_id is None and (
+            group is None or group.is_(EMPTY) or group.is_(DEAD))
         if simple:
-            if group is not None and not group.is_(EMPTY) and not group.is_(DEAD):
-                # A group with live members only takes commits from its members.
-                return {tp: Code.ILLEGAL_GENERATION for tp in commits}
             if group is None or group.is_(DEAD):
                 group = self.groups[group_id] = Group(group_id, state_timestamp=self.wall_ms())
         else:
