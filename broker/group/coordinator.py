@@ -164,10 +164,7 @@ class GroupCoordinator:
             group = self.groups[group_id] = Group(group_id, state_timestamp=self.wall_ms())
         if group.is_(DEAD):
             return _join_error(Code.COORDINATOR_NOT_AVAILABLE, member_id)
-        names = [n for n, _ in protocols]
-        known = member_id and (group.has(member_id) or member_id in group.pending_members)
-        if not group.supports_protocols(protocol_type, names) and not (
-                known and len(group.members) == 1 and group.has(member_id)):
+        if not group.supports_protocols(protocol_type, [n for n, _ in protocols]):
             return _join_error(Code.INCONSISTENT_GROUP_PROTOCOL, member_id)
         args = (protocol_type, protocols, session_ms, rebalance_ms, client_id, client_host, version)
         if not member_id:
@@ -206,22 +203,27 @@ class GroupCoordinator:
         old_id = group.static_members[instance_id]
         old = group.members[old_id]
         # The old incarnation is fenced: anything it still waits for fails.
-        for fut in (old.join_future, old.sync_future):
-            if fut is not None and not fut.done():
-                fut.set_result(_join_error(Code.FENCED_INSTANCE_ID, old_id))
+        if old.awaiting_join:
+            old.join_future.set_result(_join_error(Code.FENCED_INSTANCE_ID, old_id))
+        if old.awaiting_sync:
+            old.sync_future.set_result(_sync_result(Code.FENCED_INSTANCE_ID))
+        previous_leader = group.leader_id
         member = group.replace_static_member(instance_id, old_id, new_id)
         member.client_id, member.client_host = client_id, client_host
         member.session_timeout_ms, member.rebalance_timeout_ms = session_ms, rebalance_ms
         member.last_heartbeat = self.clock()
-        if group.is_(STABLE) and member.matches(protocols):
+        member.protocols = protocols
+        if group.is_(STABLE) and group.select_protocol() == group.protocol:
             # KIP-345: no rebalance; the member fetches its assignment with SyncGroup.
             await self._persist_group(group)
             leader = group.leader_id == new_id
+            skip = leader and version >= 9
+            # Below v9 the old leader id is returned, so a restarted leader does not run a
+            # throw-away assignment that a Stable group would never hand out (Kafka's rule).
             return {"error_code": 0, "generation_id": group.generation, "protocol_type": group.protocol_type,
-                    "protocol_name": group.protocol, "leader": group.leader_id, "member_id": new_id,
-                    "skip_assignment": leader and version >= 9,
-                    "members": self._member_list(group) if leader and version >= 9 else []}
-        member.protocols = protocols
+                    "protocol_name": group.protocol, "leader": new_id if skip else previous_leader,
+                    "member_id": new_id, "skip_assignment": skip,
+                    "members": self._member_list(group) if skip else []}
         member.join_future = asyncio.get_running_loop().create_future()
         if group.is_(PREPARING_REBALANCE):
             self._maybe_complete_join(group)
@@ -237,11 +239,9 @@ class GroupCoordinator:
             member = Member(member_id, instance_id, client_id, client_host, rebalance_ms, session_ms,
                             protocol_type, protocols, last_heartbeat=self.clock(), is_new=True)
             return await self._add_and_wait(group, member)
-        if not group.has(member_id):
-            return _join_error(Code.UNKNOWN_MEMBER_ID, member_id)
-        fenced = self._fenced(group, member_id, instance_id)
-        if fenced:
-            return _join_error(fenced, member_id)
+        invalid = self._validate_member(group, member_id, instance_id)
+        if invalid:
+            return _join_error(invalid, member_id)
         member = group.members[member_id]
         member.last_heartbeat = self.clock()
         loop = asyncio.get_running_loop()
@@ -265,13 +265,16 @@ class GroupCoordinator:
         self._prepare_rebalance(group, f"member {member_id} rejoined")
         return await fut
 
-    def _fenced(self, group: Group, member_id: str, instance_id: str | None) -> int:
-        if instance_id is None:
-            return 0
-        current = group.static_members.get(instance_id)
-        if current is None:
-            return Code.UNKNOWN_MEMBER_ID
-        return Code.FENCED_INSTANCE_ID if current != member_id else 0
+    def _validate_member(self, group: Group, member_id: str, instance_id: str | None) -> int:
+        """Kafka's validateCurrentMember: with an instance id, the static mapping decides
+        (an old incarnation is FENCED_INSTANCE_ID, so it stops instead of rejoining);
+        without one, the member id must be in the group."""
+        if instance_id is not None:
+            current = group.static_members.get(instance_id)
+            if current is None:
+                return Code.UNKNOWN_MEMBER_ID
+            return Code.FENCED_INSTANCE_ID if current != member_id else 0
+        return 0 if group.has(member_id) else Code.UNKNOWN_MEMBER_ID
 
     def _member_list(self, group: Group) -> list[dict]:
         return [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
@@ -328,20 +331,26 @@ class GroupCoordinator:
             group.remove(m.member_id)
         group.pending_members.clear()
         joined = [m for m in group.members.values() if m.awaiting_join]
+        if group.members and not joined:
+            # Only static members are left and none rejoined: Kafka postpones completion by
+            # another rebalance timeout, until they rejoin or their sessions expire.
+            log.warning("group %s: no member rejoined; waiting another rebalance timeout", group.group_id)
+            group.join_deadline = self.clock() + max(
+                m.rebalance_timeout_ms for m in group.members.values()) / 1000.0
+            return
         group.generation += 1
         group.join_deadline = None
         group.initial_delay_remaining = 0.0
-        if not joined:
+        if not group.members:
             group.protocol = None
-            for m in list(group.members.values()):
-                group.remove(m.member_id)
             group.transition(EMPTY, self.wall_ms())
-            asyncio.ensure_future(self._persist_group_logged(group))
+            self._persist_in_background(group)
             log.info("group %s: empty at generation %d", group.group_id, group.generation)
             return
+        # Static members that did not rejoin stay until their session expires (KIP-345).
         group.protocol = group.select_protocol()
         if group.leader_id not in group.members or not group.members[group.leader_id].awaiting_join:
-            group.leader_id = joined[0].member_id
+            group.leader_id = joined[0].member_id     # Kafka's maybeElectNewJoinedLeader
         group.transition(COMPLETING_REBALANCE, self.wall_ms())
         now = self.clock()
         for m in joined:
@@ -356,14 +365,18 @@ class GroupCoordinator:
                    protocol_type: str | None, protocol_name: str | None,
                    assignments: dict[str, bytes]) -> dict:
         err = self.check(group_id)
+        if err == Code.COORDINATOR_LOAD_IN_PROGRESS:
+            # The rebalance state was lost with the old coordinator: send the member back to
+            # JoinGroup (older clients do not expect LOAD_IN_PROGRESS here), as Kafka does.
+            return _sync_result(Code.REBALANCE_IN_PROGRESS)
         if err:
             return _sync_result(err)
         group = self.groups.get(group_id)
-        if group is None or not group.has(member_id):
+        if group is None:
             return _sync_result(Code.UNKNOWN_MEMBER_ID)
-        fenced = self._fenced(group, member_id, instance_id)
-        if fenced:
-            return _sync_result(fenced)
+        invalid = self._validate_member(group, member_id, instance_id)
+        if invalid:
+            return _sync_result(invalid)
         if generation != group.generation:
             return _sync_result(Code.ILLEGAL_GENERATION)
         if (protocol_type is not None and protocol_type != group.protocol_type) or \
@@ -391,7 +404,9 @@ class GroupCoordinator:
                 return _sync_result(Code.COORDINATOR_NOT_AVAILABLE)
             if group.is_(COMPLETING_REBALANCE) and group.generation == generation:
                 group.transition(STABLE, self.wall_ms())
+                now = self.clock()
                 for m in group.members.values():
+                    m.last_heartbeat = now     # everyone's session restarts with the assignment
                     if m.awaiting_sync:
                         m.sync_future.set_result(self._sync_ok(group, m))
         return await fut
@@ -403,16 +418,16 @@ class GroupCoordinator:
     # ================================================================== Heartbeat / Leave
     def heartbeat(self, group_id: str, generation: int, member_id: str, instance_id: str | None) -> int:
         err = self.check(group_id)
+        if err == Code.COORDINATOR_LOAD_IN_PROGRESS:
+            return 0    # Kafka answers blindly while loading: the member keeps its session
         if err:
             return err
         group = self.groups.get(group_id)
         if group is None or group.is_(DEAD):
             return Code.UNKNOWN_MEMBER_ID if group is None else Code.COORDINATOR_NOT_AVAILABLE
-        if not group.has(member_id):
-            return Code.UNKNOWN_MEMBER_ID
-        fenced = self._fenced(group, member_id, instance_id)
-        if fenced:
-            return fenced
+        invalid = self._validate_member(group, member_id, instance_id)
+        if invalid:
+            return invalid
         if generation != group.generation:
             return Code.ILLEGAL_GENERATION
         group.members[member_id].last_heartbeat = self.clock()
@@ -428,10 +443,13 @@ class GroupCoordinator:
         if err:
             return err, [err] * len(leaving)
         group = self.groups.get(group_id)
-        if group is None or group.is_(DEAD):
-            return Code.UNKNOWN_MEMBER_ID, [Code.UNKNOWN_MEMBER_ID] * len(leaving)
+        if group is not None and group.is_(DEAD):
+            return Code.COORDINATOR_NOT_AVAILABLE, [Code.COORDINATOR_NOT_AVAILABLE] * len(leaving)
+        if group is None:
+            return 0, [Code.UNKNOWN_MEMBER_ID] * len(leaving)
         results = []
         removed = False
+        removed_pending = False
         for member_id, instance_id in leaving:
             if instance_id is not None:
                 current = group.static_members.get(instance_id)
@@ -446,7 +464,7 @@ class GroupCoordinator:
                 group.pending_members.discard(member_id)
                 self.pending_deadlines.pop((group_id, member_id), None)
                 results.append(0)
-                removed = True
+                removed_pending = True      # never joined: no rebalance for it
                 continue
             if not group.has(member_id):
                 results.append(Code.UNKNOWN_MEMBER_ID)
@@ -456,6 +474,8 @@ class GroupCoordinator:
             results.append(0)
         if removed:
             self._after_removal(group)
+        elif removed_pending:
+            self._maybe_complete_join(group)
         return 0, results
 
     def _remove_member(self, group: Group, member_id: str, why: str) -> None:
@@ -504,26 +524,49 @@ class GroupCoordinator:
         now = self.wall_ms()
         count = 0
         for group_id, group in list(self.groups.items()):
-            if self.check(group_id) or not group.is_(EMPTY):
+            if self.check(group_id):
                 continue
             offsets = self.store.get(group_id)
-            if group.protocol_type is None:
+            subscribed = group.subscribed_topics() if group.is_(STABLE) else None
+            if group.is_(EMPTY) and group.protocol_type is None:
                 expired = [tp for tp, c in offsets.items() if c.commit_timestamp + self.retention_ms <= now]
-            elif group.state_timestamp + self.retention_ms <= now:
-                expired = list(offsets)
+            elif group.is_(EMPTY):
+                expired = list(offsets) if group.state_timestamp + self.retention_ms <= now else []
+            elif subscribed is not None:
+                # KIP-496: a stable consumer group drops offsets of topics it no longer reads.
+                expired = [tp for tp, c in offsets.items()
+                           if tp[0] not in subscribed and c.commit_timestamp + self.retention_ms <= now]
             else:
                 expired = []
             if expired:
                 await self.store.delete(group_id, expired)
                 count += len(expired)
-            if not self.store.has_offsets(group_id) and group.is_(EMPTY):
-                group.transition(DEAD, now)
-                del self.groups[group_id]
-                await self.store.append(group_id, [(R.group_key(group_id), None)])
+            await self._maybe_drop_empty_group(group)
         return count
+
+    async def _maybe_drop_empty_group(self, group: Group) -> None:
+        """An Empty group without offsets is Dead, and its metadata is tombstoned."""
+        if group.is_(EMPTY) and not self.store.has_offsets(group.group_id):
+            group.transition(DEAD, self.wall_ms())
+            self.groups.pop(group.group_id, None)
+            await self.store.append(group.group_id, [(R.group_key(group.group_id), None)])
 
     # ================================================================== persistence
     async def _persist_group(self, group: Group) -> None:
+        await self.store.append(group.group_id, [(R.group_key(group.group_id), self._group_value(group))])
+
+    def _persist_in_background(self, group: Group) -> None:
+        """Store the group as it is NOW (the value is built before the task runs)."""
+        entry = [(R.group_key(group.group_id), self._group_value(group))]
+
+        async def store() -> None:
+            try:
+                await self.store.append(group.group_id, entry)
+            except Exception:
+                log.exception("group %s: storing group metadata failed", group.group_id)
+        asyncio.ensure_future(store())
+
+    def _group_value(self, group: Group) -> bytes:
         value = {
             "protocol_type": group.protocol_type or "", "generation": group.generation,
             "protocol": group.protocol, "leader": group.leader_id if group.members else None,
@@ -534,13 +577,7 @@ class GroupCoordinator:
                          "subscription": m.metadata_for(group.protocol) if group.protocol else b"",
                          "assignment": m.assignment} for m in group.members.values()],
         }
-        await self.store.append(group.group_id, [(R.group_key(group.group_id), R.group_value(value))])
-
-    async def _persist_group_logged(self, group: Group) -> None:
-        try:
-            await self._persist_group(group)
-        except Exception:
-            log.exception("group %s: storing group metadata failed", group.group_id)
+        return R.group_value(value)
 
     # ================================================================== offsets
     async def commit_offsets(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
@@ -550,25 +587,25 @@ class GroupCoordinator:
         if err:
             return {tp: err for tp in commits}
         group = self.groups.get(group_id)
-        # Kafka: a commit without a generation stores offsets only for a group with no
-        # members; a group with live members only takes commits from its members, so any
-        # other commit falls through to the member checks (UNKNOWN_MEMBER_ID).
-        simple = generation < 0 and not member_id and instance_id is None and (
-            group is None or group.is_(EMPTY) or group.is_(DEAD))
-        if simple:
-            if group is None or group.is_(DEAD):
-                group = self.groups[group_id] = Group(group_id, state_timestamp=self.wall_ms())
-        else:
-            if group is None or group.is_(DEAD) or not group.has(member_id):
-                return {tp: Code.UNKNOWN_MEMBER_ID for tp in commits}
-            fenced = self._fenced(group, member_id, instance_id)
-            if fenced:
-                return {tp: fenced for tp in commits}
-            if generation != group.generation:
+        if group is None:
+            if generation >= 0:
+                # A member of a generation this coordinator never saw: an older one.
                 return {tp: Code.ILLEGAL_GENERATION for tp in commits}
+            # Not using Kafka for group management: the group exists to hold offsets.
+            group = self.groups[group_id] = Group(group_id, state_timestamp=self.wall_ms())
+        if group.is_(DEAD):
+            return {tp: Code.COORDINATOR_NOT_AVAILABLE for tp in commits}
+        if generation >= 0 or member_id or instance_id is not None:
+            invalid = self._validate_member(group, member_id, instance_id) or (
+                Code.ILLEGAL_GENERATION if generation != group.generation else 0)
+            if invalid:
+                return {tp: invalid for tp in commits}
             if group.is_(COMPLETING_REBALANCE):
                 return {tp: Code.REBALANCE_IN_PROGRESS for tp in commits}
             group.members[member_id].last_heartbeat = self.clock()
+        elif not group.is_(EMPTY):
+            # When the group has members, only members can commit offsets.
+            return {tp: Code.UNKNOWN_MEMBER_ID for tp in commits}
         results: dict[tuple[str, int], int] = {}
         accepted: dict[tuple[str, int], CommittedOffset] = {}
         now = self.wall_ms()
@@ -577,7 +614,8 @@ class GroupCoordinator:
             meta = topics.get(topic)
             if meta is None or partition not in meta.partitions:
                 results[(topic, partition)] = Code.UNKNOWN_TOPIC_OR_PARTITION
-            elif metadata is not None and len(metadata.encode()) > self.metadata_max_bytes:
+            elif metadata is not None and len(metadata.encode("utf-16-le")) // 2 > self.metadata_max_bytes:
+                # Kafka measures String.length(): UTF-16 code units, not bytes.
                 results[(topic, partition)] = Code.OFFSET_METADATA_TOO_LARGE
             else:
                 accepted[(topic, partition)] = CommittedOffset(offset, epoch, metadata or "", now)
@@ -611,6 +649,7 @@ class GroupCoordinator:
             return Code.NON_EMPTY_GROUP, {}
         results = {tp: (Code.GROUP_SUBSCRIBED_TO_TOPIC if tp[0] in subscribed else 0) for tp in tps}
         await self.store.delete(group_id, [tp for tp, e in results.items() if e == 0])
+        await self._maybe_drop_empty_group(group)
         return 0, results
 
     # ================================================================== admin

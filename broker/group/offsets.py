@@ -32,9 +32,13 @@ def java_string_hash(s: str) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
+def kafka_abs(n: int) -> int:
+    """Kafka's Utils.abs: Math.abs, except that Integer.MIN_VALUE maps to 0."""
+    return 0 if n == -(1 << 31) else abs(n)
+
+
 def partition_for(group_id: str, num_partitions: int) -> int:
-    # Kafka's Utils.abs is `n & 0x7fffffff` (so abs(MIN_VALUE) is 0, not negative).
-    return (java_string_hash(group_id) & 0x7FFFFFFF) % num_partitions
+    return kafka_abs(java_string_hash(group_id)) % num_partitions
 
 
 @dataclass

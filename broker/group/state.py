@@ -130,8 +130,9 @@ class Group:
         return m
 
     def supports_protocols(self, protocol_type: str, names: list[str]) -> bool:
-        """Kafka's rule: an empty group takes anything; otherwise same type and a protocol in common."""
-        if not self.members:
+        """Kafka's rule: an Empty group takes any non-empty type and protocols; otherwise the
+        type must match and one of `names` must be supported by every current member."""
+        if self.state == EMPTY or not self.members:
             return bool(protocol_type) and bool(names)
         return protocol_type == self.protocol_type and bool(self.candidate_protocols() & set(names))
 
