@@ -40,7 +40,11 @@ class Broker:
         self.broker_id = config.broker_id   # standalone: -1 already became 0
         adv = config.advertised_listeners[0]
         self.advertised = BrokerInfo(self.broker_id, adv[1], adv[2], config.get("broker.rack"))
-        self.log_manager = LogManager(config.log_dirs, LogConfig.from_topic_configs(config.topic_defaults()))
+        self.log_manager = LogManager(
+            config.log_dirs, LogConfig.from_topic_configs(config.topic_defaults()),
+            producer_id_expiration_ms=config.get("producer.id.expiration.ms"),
+            cleaner_enabled=config.get("log.cleaner.enable"),
+            cleaner_dedupe_buffer_size=config.get("log.cleaner.dedupe.buffer.size"))
         self.purgatory = FetchPurgatory()
         self.replicas = ReplicaManager(self.broker_id, self.log_manager, self.purgatory)
         self.coordinator = LocalCoordinator(config.log_dirs[0], self.advertised)
@@ -104,9 +108,21 @@ class Broker:
                                             self._retention)),
             asyncio.create_task(self._every(1000, self._flush_and_tick)),
             asyncio.create_task(self._every(200, self.group_coordinator.tick)),
+            asyncio.create_task(self._clean_logs()),
             asyncio.create_task(self._every(self.config.get("log.flush.offset.checkpoint.interval.ms"),
                                             self.log_manager.checkpoint_recovery_points)),
         ]
+
+    async def _clean_logs(self) -> None:
+        """Compaction: one log per call; back off when no log needs cleaning."""
+        backoff = self.config.get("log.cleaner.backoff.ms") / 1000.0
+        while True:
+            try:
+                cleaned = self.log_manager.run_cleaner(int(time.time() * 1000))
+            except Exception:
+                log.exception("log cleaner failed")
+                cleaned = 0
+            await asyncio.sleep(0 if cleaned else backoff)
 
     def _retention(self) -> None:
         self.log_manager.run_retention(int(time.time() * 1000))

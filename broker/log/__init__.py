@@ -2,7 +2,8 @@
 
 - segment.py       one segment's files (.log, .index, .timeindex), FileRegion, delayed deletes
 - index.py         the sparse offset index and time index
-- partition_log.py a partition's log: append, read, truncate, retention
+- partition_log.py a partition's log: append, read, truncate, retention, segment swaps
+- cleaner.py       log compaction of cleanup.policy=compact topics (LogManager.run_cleaner)
 - log_loader.py    opening a partition dir: leftovers, recovery, producer state replay
 - producer_state.py idempotent producer state (sequence / epoch checks), snapshots
 - leader_epoch.py  the leader epoch cache (OffsetForLeaderEpoch)
@@ -12,7 +13,10 @@
 - log_manager.py   all logs of the broker's log dirs
 
 Everything runs on the event-loop thread; methods are synchronous and their blocking I/O
-is documented per module. Record bytes are never decoded here (DESIGN invariant 6).
+is documented per module. Record bytes of delete-policy topics are never decoded on the
+produce or fetch path (DESIGN invariant 6); records are decoded only by the cleaner, by
+ListOffsets-by-time lookups (record_lookup.py) and, as Kafka does, by the produce check
+that a compacted topic's records have keys (validation.py).
 """
 from .config import LogConfig
 from .log_manager import LogManager

@@ -4,9 +4,10 @@
     <count>
     <entry line>         `count` of them
 
-Offset checkpoints (`recovery-point-offset-checkpoint`, `log-start-offset-checkpoint`, one
-per log dir) have entry lines `topic partition offset`; the leader epoch checkpoint
-(`leader-epoch-checkpoint`, one per partition dir) has `epoch startOffset`.
+Offset checkpoints (`recovery-point-offset-checkpoint`, `log-start-offset-checkpoint`,
+`cleaner-offset-checkpoint`, one per log dir) have entry lines `topic partition offset`;
+the leader epoch checkpoint (`leader-epoch-checkpoint`, one per partition dir) has
+`epoch startOffset`.
 
 A write goes to `<file>.tmp`, is fsynced, renamed over the file and the directory is
 fsynced, so after a crash the file is either the old or the new version, never a mix.
@@ -23,6 +24,7 @@ from .errors import CheckpointError
 VERSION = 0
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_FILE = "log-start-offset-checkpoint"
+CLEANER_OFFSET_FILE = "cleaner-offset-checkpoint"      # each compacted log's first dirty offset
 LEADER_EPOCH_FILE = "leader-epoch-checkpoint"
 
 

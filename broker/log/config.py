@@ -60,6 +60,15 @@ class LogConfig:
     def compact(self) -> bool:
         return "compact" in self.cleanup_policies
 
+    @property
+    def max_segment_ms(self) -> int:
+        """How long a segment may stay active (Kafka's LogConfig.maxSegmentMs): on a
+        compacted topic at most max.compaction.lag.ms, since the cleaner never touches the
+        active segment and that lag must still be honoured."""
+        if self.compact and self.max_compaction_lag_ms > 0:
+            return min(self.max_compaction_lag_ms, self.segment_ms)
+        return self.segment_ms
+
     @classmethod
     def from_topic_configs(cls, configs: Mapping[str, Any],
                            base: "LogConfig | None" = None) -> "LogConfig":

@@ -3,6 +3,13 @@
 Kafka's LogLoader, reduced to what a header-only log needs:
 - leftovers are removed: `*.deleted` segment files (their delay died with the process),
   `*.cleaned` and `*.tmp` files, index files without a `.log`;
+- an interrupted cleaner swap is finished or rolled back (PartitionLog.replace_segments
+  renames a cleaned segment `.cleaned` -> `.swap` with its `.log` last, retires the old
+  segments, then `.swap` -> final name). A `<base>.log.swap` means the swap was
+  committed: the swap segment is recovered, every old segment file with a base offset in
+  [base, its next offset) is deleted and the swap files take their final names. `.swap`
+  index files without a `.log.swap` belong to a swap that never committed and go, with
+  the `.cleaned` files; the old segments are still complete then;
 - every `<20-digit base>.log` is opened; segments wholly below the recovery point are
   trusted (indexes loaded and sanity-checked, rebuilt by a recovery scan if they fail);
   the segment holding the recovery point and every later one is recovered batch by batch
@@ -22,23 +29,39 @@ from bisect import bisect_right
 
 from clients.protocol.batch_header import BatchHeader
 
+from . import checkpoints
 from .config import LogConfig
 from .leader_epoch import LeaderEpochCache
 from .producer_state import ProducerStateManager
-from .segment import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
+from .segment import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
+                      TIME_INDEX_SUFFIX, LogSegment)
+
+_SEGMENT_FILE_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
 
 log = logging.getLogger(__name__)
 
 
-def clean_dir(dir: str) -> list[int]:
-    """Remove leftovers; the sorted base offsets of the segments present."""
+def _base_of(name: str) -> int | None:
+    stem = name.partition(".")[0]
+    return int(stem) if len(stem) == 20 and stem.isdigit() else None
+
+
+def clean_dir(dir: str, config: LogConfig | None = None) -> list[int]:
+    """Remove leftovers, finish committed swaps; the sorted base offsets of the segments."""
+    names = os.listdir(dir)
+    swaps = sorted(b for n in names if n.endswith(LOG_SUFFIX + SWAP_SUFFIX)
+                   and (b := _base_of(n)) is not None)
+    for name in names:
+        if name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, ".tmp")) or (
+                name.endswith(SWAP_SUFFIX) and _base_of(name) not in swaps):
+            _unlink(os.path.join(dir, name))
+    for base in swaps:
+        _complete_swap(dir, base, config or LogConfig())
     names = os.listdir(dir)
     bases = []
     for name in names:
         stem, _, suffix = name.partition(".")
-        if name.endswith((DELETED_SUFFIX, ".cleaned", ".tmp")):
-            _unlink(os.path.join(dir, name))
-        elif "." + suffix == LOG_SUFFIX and len(stem) == 20 and stem.isdigit():
+        if "." + suffix == LOG_SUFFIX and len(stem) == 20 and stem.isdigit():
             bases.append(int(stem))
     present = set(bases)
     for name in names:
@@ -49,12 +72,30 @@ def clean_dir(dir: str) -> list[int]:
     return sorted(bases)
 
 
+def _complete_swap(dir: str, base: int, config: LogConfig) -> None:
+    """Finish a swap that committed (its `.log.swap` exists) before the process died."""
+    seg = LogSegment.open(dir, base, config.index_interval_bytes, config.segment_index_bytes,
+                          suffix=SWAP_SUFFIX)
+    try:
+        seg.recover()                   # fsynced before the commit; this rebuilds its indexes
+        end = max(seg.next_offset, base + 1)
+        for name in os.listdir(dir):
+            b = _base_of(name)
+            if b is not None and base <= b < end and name.endswith(_SEGMENT_FILE_SUFFIXES):
+                log.warning("%s: replaced by the swapped-in cleaned segment %d", name, base)
+                _unlink(os.path.join(dir, name))
+        seg.change_suffix("")
+        checkpoints.fsync_dir(dir)
+    finally:
+        seg.close_handlers()
+
+
 def load_segments(dir: str, config: LogConfig, recovery_point: int, clean: bool,
                   leader_epochs: LeaderEpochCache) -> list[LogSegment]:
     """Open (and where needed recover) the segments of `dir`, oldest first; may be empty.
     Epochs newer than the cache's latest found while recovering are assigned to it."""
     segs = [LogSegment.open(dir, b, config.index_interval_bytes, config.segment_index_bytes)
-            for b in clean_dir(dir)]
+            for b in clean_dir(dir, config)]
 
     def on_batch(h: BatchHeader) -> None:
         # As Kafka's LogSegment.recover: only epochs newer than the cache's latest.

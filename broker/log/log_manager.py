@@ -1,8 +1,9 @@
 """LogManager: every partition log in the broker's log dirs.
 
 Each log dir holds `<topic>-<partition>/` directories plus Kafka's per-dir files:
-`recovery-point-offset-checkpoint`, `log-start-offset-checkpoint` and, while the broker
-is cleanly shut down, `.kafka_cleanshutdown`. At construction every partition dir is
+`recovery-point-offset-checkpoint`, `log-start-offset-checkpoint`,
+`cleaner-offset-checkpoint` (with the cleaner enabled) and, while the broker is cleanly
+shut down, `.kafka_cleanshutdown`. At construction every partition dir is
 opened; without the clean-shutdown marker each log recovers its segments from its
 recovery point on (see PartitionLog). New partitions go to the dir holding the fewest.
 Deleted partitions are renamed `<topic>-<partition>.<uuid>-delete` and removed, like
@@ -10,9 +11,11 @@ deleted segments, `file.delete.delay.ms` later (`tick`), so in-flight sendfiles 
 
 The broker calls, on the event-loop thread: `flush_due` and `tick` about every second,
 `run_retention` every log.retention.check.interval.ms, `checkpoint_recovery_points`
-every log.flush.offset.checkpoint.interval.ms, `close` at shutdown. All methods are
-synchronous and do blocking file I/O (construction may take long after a crash: the
-caller can run it in a thread before the event loop serves requests).
+every log.flush.offset.checkpoint.interval.ms, `run_cleaner` repeatedly (again at once
+while it returns 1, after log.cleaner.backoff.ms when it returns 0), `close` at
+shutdown. All methods are synchronous and do blocking file I/O (construction may take
+long after a crash: the caller can run it in a thread before the event loop serves
+requests).
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ import uuid
 from typing import Mapping
 
 from . import checkpoints
+from .cleaner import DEFAULT_DEDUPE_BUFFER_SIZE, LogCleaner
 from .config import LogConfig
 from .errors import CheckpointError, KafkaStorageError
 from .partition_log import PartitionLog
@@ -46,14 +50,20 @@ def parse_log_dir_name(name: str) -> TopicPartition | None:
 
 
 class LogManager:
+    """`cleaner_enabled` is log.cleaner.enable; `cleaner_dedupe_buffer_size`
+    log.cleaner.dedupe.buffer.size (bounds how much dirty log one cleaning maps)."""
+
     def __init__(self, log_dirs: list[str], default_config: LogConfig,
                  topic_configs: Mapping[str, LogConfig] | None = None, *,
-                 producer_id_expiration_ms: int = 86400000):
+                 producer_id_expiration_ms: int = 86400000, cleaner_enabled: bool = True,
+                 cleaner_dedupe_buffer_size: int = DEFAULT_DEDUPE_BUFFER_SIZE):
         if not log_dirs:
             raise ValueError("at least one log dir is required")
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
         self.default_config = default_config
         self.producer_id_expiration_ms = producer_id_expiration_ms
+        self.cleaner_enabled = cleaner_enabled
+        self.cleaner = LogCleaner(cleaner_dedupe_buffer_size)
         self.deleter = SegmentDeleter()
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._dir_of: dict[TopicPartition, str] = {}
@@ -69,6 +79,7 @@ class LogManager:
         clean = os.path.exists(marker)
         recovery = self._read_checkpoint(log_dir, checkpoints.RECOVERY_POINT_FILE)
         starts = self._read_checkpoint(log_dir, checkpoints.LOG_START_OFFSET_FILE)
+        cleaned = self._read_checkpoint(log_dir, checkpoints.CLEANER_OFFSET_FILE)
         for name in sorted(os.listdir(log_dir)):
             path = os.path.join(log_dir, name)
             if not os.path.isdir(path):
@@ -84,7 +95,7 @@ class LogManager:
             plog = PartitionLog(path, configs.get(tp[0], self.default_config), topic=tp[0],
                                 partition=tp[1], recovery_point=recovery.get(tp, 0),
                                 log_start_offset=starts.get(tp, 0), clean_shutdown=clean,
-                                deleter=self.deleter)
+                                deleter=self.deleter, first_dirty_offset=cleaned.get(tp))
             self._attach(plog, log_dir)
         if clean:
             # From now on a crash must be recovered from.
@@ -137,6 +148,7 @@ class LogManager:
         plog = self._logs.pop(tp, None)
         if plog is None:
             return False
+        self.cleaner.forget(plog)
         log_dir = self._dir_of.pop(tp)
         target = os.path.join(log_dir, f"{topic}-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
         os.replace(plog.dir, target)
@@ -165,6 +177,11 @@ class LogManager:
                                   {tp: lg.recovery_point for tp, lg in logs})
         checkpoints.write_offsets(os.path.join(log_dir, checkpoints.LOG_START_OFFSET_FILE),
                                   {tp: lg.log_start_offset for tp, lg in logs})
+        if self.cleaner_enabled:
+            checkpoints.write_offsets(
+                os.path.join(log_dir, checkpoints.CLEANER_OFFSET_FILE),
+                {tp: lg.first_dirty_offset for tp, lg in logs
+                 if lg.first_dirty_offset is not None and lg.config.compact})
 
     def flush_due(self, now_ms: int) -> int:
         """Flush the logs whose flush.ms elapsed with unflushed data, and the segments that
@@ -189,6 +206,28 @@ class LogManager:
                 log.exception("retention failed for %s", plog.name)
             plog.producers.remove_expired(now_ms, self.producer_id_expiration_ms)
         return deleted
+
+    def run_cleaner(self, now_ms: int) -> int:
+        """Compact the one compacted log that most needs it (Kafka's choice: the highest
+        dirty ratio above min.cleanable.dirty.ratio, or any whose max.compaction.lag.ms
+        passed) and checkpoint its new first dirty offset. Returns 1 if a log was cleaned
+        (call again soon), 0 if none needed it (back off for log.cleaner.backoff.ms).
+        Blocking: reads the log below its active segment (the dirty part at most about
+        log.cleaner.dedupe.buffer.size's worth of keys) and writes the cleaned segments.
+        A log whose cleaning fails is logged and skipped until restart, as Kafka does."""
+        if not self.cleaner_enabled:
+            return 0
+        for plog in self._logs.values():
+            if not plog.config.compact:
+                plog.first_dirty_offset = None
+        cleaned = self.cleaner.clean_filthiest(self._logs.values(), now_ms)
+        if cleaned is None:
+            return 0
+        try:
+            self._checkpoint_dir(self._dir_of[(cleaned.topic, cleaned.partition)])
+        except OSError:
+            log.exception("cannot write the cleaner checkpoint of %s", cleaned.name)
+        return 1
 
     def tick(self, now_ms: int) -> int:
         """Delete the segments and partition dirs whose delete delay has passed."""

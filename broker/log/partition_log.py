@@ -13,7 +13,11 @@ Invariants kept here (DESIGN.md 1, 2, 6):
   into Python (only 61-byte headers are read, with os.pread);
 - after a crash at any instant, opening recovers every segment from the recovery point on
   (framing + CRC of each batch) and truncates the torn tail, so the log ends on the last
-  whole valid batch and the next append continues densely from there.
+  whole valid batch and the next append continues densely from there;
+- on compacted topics the log cleaner (cleaner.py) may remove records below the active
+  segment, leaving gaps in the offsets: offsets are never reassigned, a read from a removed
+  offset starts at the next batch that remains, and `replace_segments` swaps cleaned
+  segments in so that a crash at any instant leaves the old or the new segments.
 
 Concurrency: everything runs on the one event-loop thread; every method is synchronous.
 Blocking I/O: opening (recovery reads whole unflushed segments), `append_*` (os.write to
@@ -40,9 +44,10 @@ from .errors import KafkaStorageError, OffsetOutOfRangeError, RecordListTooLarge
 from .leader_epoch import LeaderEpochCache
 from .producer_state import ORIGIN_CLIENT, ProducerStateManager
 from .log_loader import load_segments, rebuild_producer_state
-from .segment import BatchInfo, FileRegion, LogSegment, SegmentDeleter
+from .segment import SWAP_SUFFIX, BatchInfo, FileRegion, LogSegment, SegmentDeleter
 from .segment import now_ms as _clock
-from .validation import scan_batches, validate_follower_batches, validate_leader_batches
+from .validation import (scan_batches, validate_follower_batches, validate_leader_batches,
+                         validate_record_keys)
 
 # ListOffsets special timestamps
 LATEST_TIMESTAMP = -1
@@ -96,12 +101,13 @@ class FetchDataInfo:
 class PartitionLog:
     """One partition's log in `dir` (named `<topic>-<partition>`), opened and recovered by
     the constructor. `recovery_point`: offsets below it were fsynced and are trusted;
-    `clean_shutdown`: the broker closed cleanly, nothing needs recovery."""
+    `clean_shutdown`: the broker closed cleanly, nothing needs recovery;
+    `first_dirty_offset`: where the log cleaner stopped (its checkpoint), None if unknown."""
 
     def __init__(self, dir: str, config: LogConfig, *, topic: str | None = None,
                  partition: int | None = None, recovery_point: int = 0,
                  log_start_offset: int = 0, clean_shutdown: bool = False,
-                 deleter: SegmentDeleter | None = None):
+                 deleter: SegmentDeleter | None = None, first_dirty_offset: int | None = None):
         self.dir = dir
         if topic is None or partition is None:
             name, _, index = os.path.basename(os.path.normpath(dir)).rpartition("-")
@@ -118,9 +124,12 @@ class PartitionLog:
         self._hw = 0
         self.last_flush_ms = _clock()
         self.pending_flush_offset: int | None = None   # a roll left older segments unflushed
+        # The cleaner's progress: offsets below it were compacted (None: nothing known, the
+        # cleaner starts at the log start). Lowered by truncation.
+        self.first_dirty_offset = first_dirty_offset
         self._dir_dirty = False
-        # Called after the recovery point moved backwards (truncation) so the owner can
-        # rewrite the recovery point checkpoint before more data lands.
+        # Called after the recovery point (or the first dirty offset) moved backwards
+        # (truncation) so the owner can rewrite its checkpoints before more data lands.
         self.on_recovery_point_lowered: Callable[[PartitionLog], None] | None = None
         os.makedirs(dir, exist_ok=True)
         self.leader_epochs = LeaderEpochCache(os.path.join(dir, checkpoints.LEADER_EPOCH_FILE))
@@ -212,6 +221,8 @@ class PartitionLog:
         cfg = self.config
         batches = scan_batches(view)
         validate_leader_batches(batches, cfg, now, origin)
+        if cfg.compact:
+            validate_record_keys(view, batches, self.name)
         if len(view) > cfg.segment_bytes:
             raise RecordListTooLargeError(
                 f"record set of {len(view)} bytes exceeds segment.bytes {cfg.segment_bytes}")
@@ -281,7 +292,7 @@ class PartitionLog:
                first_offset: int, last_offset: int, max_ts: int, now: int) -> None:
         seg = self.segments[-1]
         if seg.should_roll(len(data), max_ts, last_offset, now, self.config.segment_bytes,
-                           self.config.segment_ms):
+                           self.config.max_segment_ms):
             seg = self.roll(now, first_offset)
         try:
             seg.append(data, infos)
@@ -518,8 +529,12 @@ class PartitionLog:
         del self.segments[i + 1:]
         del self._bases[i + 1:]
         seg = self.segments[i]
+        found = seg.translate_offset(offset)
         seg.truncate_to(offset)
-        self._leo = seg.next_offset
+        # The removed batch's base offset (or `offset` itself when it lies in a gap the
+        # cleaner left), never lower: offsets below it were handed out, even if compacted.
+        cut = offset if found is None else min(offset, found[1].base_offset)
+        self._leo = max(seg.next_offset, cut)
         self.log_start_offset = min(self.log_start_offset, self._leo)
         self._hw = min(self._hw, self._leo)
         if self.pending_flush_offset is not None and self.pending_flush_offset > self._leo:
@@ -527,7 +542,9 @@ class PartitionLog:
         self.leader_epochs.truncate_from_end(self._leo)
         self.producers.delete_snapshots_after(self._leo)
         self._rebuild_producer_state()
-        self._lower_recovery_point(self._leo)
+        dirty_lowered = self._lower_first_dirty_offset(self._leo)
+        if not self._lower_recovery_point(self._leo) and dirty_lowered:
+            self._notify_checkpoint()
         return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -545,13 +562,51 @@ class PartitionLog:
         self.producers.clear()
         self.producers.delete_snapshots_after(-1)
         self.producers.map_end_offset = offset
+        self._lower_first_dirty_offset(offset)
         self._lower_recovery_point(offset, force=True)
 
-    def _lower_recovery_point(self, offset: int, force: bool = False) -> None:
+    def _lower_recovery_point(self, offset: int, force: bool = False) -> bool:
         if force or offset < self.recovery_point:
             self.recovery_point = offset
-            if self.on_recovery_point_lowered is not None:
-                self.on_recovery_point_lowered(self)
+            self._notify_checkpoint()
+            return True
+        return False
+
+    def _lower_first_dirty_offset(self, offset: int) -> bool:
+        if self.first_dirty_offset is not None and self.first_dirty_offset > offset:
+            self.first_dirty_offset = offset
+            return True
+        return False
+
+    def _notify_checkpoint(self) -> None:
+        if self.on_recovery_point_lowered is not None:
+            self.on_recovery_point_lowered(self)
+
+    # =================================================================== compaction
+    def replace_segments(self, new: LogSegment, old: list[LogSegment]) -> None:
+        """Swap `new`, a cleaned segment written with the `.cleaned` suffix and fsynced, in
+        for `old`, contiguous non-active segments of this log starting at new's base offset
+        (Kafka's LocalLog.replaceSegments). Crash-safe in two phases: rename new to `.swap`
+        (its `.log` last: the commit point), take it into the segment list, retire the old
+        segments (renamed `.deleted`, deleted after file.delete.delay.ms, so file regions
+        already handed to readers stay valid), then drop the `.swap` suffix. A crash in
+        between is finished or rolled back on open (log_loader)."""
+        i = self._floor_index(old[0].base_offset) if old else -1
+        if (not old or new.base_offset != old[0].base_offset
+                or self.segments[i:i + len(old)] != old or i + len(old) >= len(self.segments)):
+            raise ValueError(f"{self.name}: {old} are not contiguous non-active segments "
+                             f"replaceable by {new}")
+        try:
+            new.change_suffix(SWAP_SUFFIX)
+            checkpoints.fsync_dir(self.dir)
+            self.segments[i:i + len(old)] = [new]
+            self._bases[i:i + len(old)] = [new.base_offset]
+            self._schedule_delete(old)
+            new.change_suffix("")
+            checkpoints.fsync_dir(self.dir)
+        except OSError as e:
+            raise KafkaStorageError(f"{self.name}: swapping in cleaned segment {new.base_offset} "
+                                    f"failed: {e}") from e
 
     # =================================================================== deletion / retention
     def delete_records_before(self, offset: int) -> int:

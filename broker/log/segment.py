@@ -106,7 +106,8 @@ class LogSegment:
     @classmethod
     def _paths(cls, dir: str, base_offset: int, suffix: str = "") -> tuple[str, str, str]:
         stem = os.path.join(dir, segment_name(base_offset))
-        return stem + LOG_SUFFIX + suffix, stem + INDEX_SUFFIX + suffix, stem + TIME_INDEX_SUFFIX + suffix
+        return (stem + LOG_SUFFIX + suffix, stem + INDEX_SUFFIX + suffix,
+                stem + TIME_INDEX_SUFFIX + suffix)
 
     @classmethod
     def open(cls, dir: str, base_offset: int, index_interval_bytes: int, max_index_size: int,
@@ -299,11 +300,12 @@ class LogSegment:
             pos += h.total_size
 
     def find_batch_by_timestamp(self, timestamp: int, start_offset: int) -> BatchHeader | None:
-        """The first batch with max timestamp >= `timestamp` and last offset >= start_offset."""
+        """The first batch with max timestamp >= `timestamp` and last offset >= start_offset
+        that holds records (compaction leaves empty batches, which answer nothing)."""
         entry = self.time_index.last_entry_before(timestamp)
         position = self.index.lookup(entry[1])[1] if entry is not None else 0
         for _, h in self.batches_from(position):
-            if h.max_timestamp >= timestamp and h.last_offset >= start_offset:
+            if h.max_timestamp >= timestamp and h.last_offset >= start_offset and h.records_count:
                 return h
         return None
 

@@ -17,7 +17,13 @@ request that can be made on headers:
   lower bound and its max timestamp against the upper bound.
 - LogAppendTime topics: a batch already flagged LogAppendTime -> InvalidTimestampError.
 A whole record set larger than segment.bytes is RecordListTooLargeError (checked by the
-caller, which knows the config). Pure functions: safe anywhere.
+caller, which knows the config).
+
+One check needs the records themselves: a compacted topic (cleanup.policy contains
+"compact") refuses a record without a key (`validate_record_keys`, INVALID_RECORD, as
+Kafka's LogValidator). It decodes (and decompresses) the batches, as Kafka does for
+compacted topics, which never take its in-place fast path either; record sets for
+delete-policy topics are never decoded (DESIGN invariant 6). Pure functions: safe anywhere.
 """
 from __future__ import annotations
 
@@ -26,6 +32,8 @@ import struct
 from clients.protocol.batch_header import (HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET,
                                            TIMESTAMP_TYPE_LOG_APPEND, BatchHeader,
                                            compute_crc, read_header)
+
+from clients.protocol.records import iter_batches
 
 from .config import LogConfig
 from .errors import (CorruptMessageError, InvalidRecordError, InvalidTimestampError,
@@ -116,6 +124,20 @@ def validate_leader_batches(batches: Batches, config: LogConfig, now_ms: int,
                 raise InvalidTimestampError(
                     f"timestamps {h.base_timestamp}..{h.max_timestamp} are out of range "
                     f"[{lower}, {upper}]")
+
+
+def validate_record_keys(buf: memoryview, batches: Batches, partition: str) -> None:
+    """A compacted topic accepts only records with a key (control batches aside); the
+    batches were framed and CRC-checked by scan_batches."""
+    for pos, h in batches:
+        if h.is_control:
+            continue
+        for batch in iter_batches(buf[pos:pos + h.total_size], verify_crc=False):
+            for rec in batch.records:
+                if rec.key is None:
+                    raise InvalidRecordError(
+                        f"Compacted topic cannot accept message without key in topic "
+                        f"partition {partition}.")
 
 
 def validate_follower_batches(batches: Batches, log_end_offset: int) -> None:
