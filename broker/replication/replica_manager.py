@@ -1,70 +1,49 @@
-"""Partition states on this broker: the log, leadership, the high watermark.
+"""Partition states on this broker: which it leads, which it follows, and the waits that
+depend on replication (acks=all).
 
-`Partition` is the one object that owns a partition's leader epoch, replica set and high
-watermark (STYLE habit 7). In standalone mode this broker leads every partition and is its
-only in-sync replica, so the high watermark is the log end offset after each append; the
-replication issue widens this to followers and ISR without changing callers.
+Standalone: this broker leads every partition and is its only in-sync replica, so the high
+watermark follows the log end. In a cluster the controller's LeaderAndIsr decides
+leadership; followers fetch from leaders (fetcher.py) and leaders track them (partition.py).
+ISR changes go through `isr_writer`, a coroutine that performs the coordinator's conditional
+write and returns the new partition epoch, or None when this broker's view was stale.
 
-Single event-loop thread: every method here is synchronous and does blocking file I/O of
-the log (page-cache writes, header preads).
+Single event-loop thread: the methods here are synchronous except the awaits on
+replication, and do blocking file I/O of the log (page-cache writes, header preads).
 """
 from __future__ import annotations
 
+import asyncio
+import logging
+import time
 import uuid
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Awaitable, Callable
 
-from clients.protocol.errors import NotLeaderOrFollowerError, UnknownTopicOrPartitionError
+from clients.protocol.errors import Code, UnknownTopicOrPartitionError
 
 from ..server.purgatory import FetchPurgatory
+from .partition import READ_COMMITTED, READ_UNCOMMITTED, Partition  # noqa: F401  (re-exported)
 
-READ_UNCOMMITTED = 0
-READ_COMMITTED = 1
+log = logging.getLogger(__name__)
 
-
-@dataclass
-class Partition:
-    topic: str
-    index: int
-    topic_id: uuid.UUID
-    log: Any                                  # broker.log.PartitionLog
-    broker_id: int
-    leader_id: int
-    leader_epoch: int = 0
-    replicas: list[int] = field(default_factory=list)
-    isr: list[int] = field(default_factory=list)
-
-    @property
-    def is_leader(self) -> bool:
-        return self.leader_id == self.broker_id
-
-    @property
-    def high_watermark(self) -> int:
-        return self.log.high_watermark
-
-    def last_offset_for(self, isolation_level: int) -> int:
-        """The offset a consumer may read up to (exclusive)."""
-        if isolation_level == READ_COMMITTED:
-            return self.log.last_stable_offset
-        return self.log.high_watermark
-
-    def append_as_leader(self, records: Any) -> Any:
-        if not self.is_leader:
-            raise NotLeaderOrFollowerError(f"broker {self.broker_id} is not the leader of {self.topic}-{self.index}")
-        info = self.log.append_as_leader(records, self.leader_epoch)
-        if self.isr == [self.broker_id]:
-            # Sole in-sync replica: everything appended is replicated everywhere it must be.
-            self.log.high_watermark = self.log.log_end_offset
-        return info
+IsrWriter = Callable[[Partition, list[int]], Awaitable["int | None"]]
 
 
 class ReplicaManager:
-    def __init__(self, broker_id: int, log_manager: Any, purgatory: FetchPurgatory):
+    def __init__(self, broker_id: int, log_manager: Any, purgatory: FetchPurgatory,
+                 isr_writer: IsrWriter | None = None, clock: Callable[[], float] = time.monotonic):
         self.broker_id = broker_id
         self.logs = log_manager
         self.purgatory = purgatory
+        self.isr_writer = isr_writer
+        self.clock = clock
         self.partitions: dict[tuple[str, int], Partition] = {}
+        self.controller_epoch = 0
+        # Waiters for the high watermark (acks=all), per partition.
+        self._hw_waiters: dict[tuple[str, int], list[tuple[int, asyncio.Future]]] = {}
+        self.on_become_follower: Callable[[Partition], None] | None = None
+        self.on_stop_following: Callable[[Partition], None] | None = None
 
+    # ------------------------------------------------------------------ lookup
     def get(self, topic: str, partition: int) -> Partition:
         p = self.partitions.get((topic, partition))
         if p is None:
@@ -74,31 +53,138 @@ class ReplicaManager:
     def maybe_get(self, topic: str, partition: int) -> Partition | None:
         return self.partitions.get((topic, partition))
 
-    def become_leader(self, topic: str, topic_id: uuid.UUID, index: int, replicas: list[int],
-                      leader_epoch: int, log_config: Any) -> Partition:
-        log = self.logs.get_log(topic, index) or self.logs.create_log(topic, index, log_config)
+    def _get_or_create(self, topic: str, topic_id: uuid.UUID, index: int, log_config: Any) -> Partition:
         p = self.partitions.get((topic, index))
         if p is None:
-            p = Partition(topic, index, topic_id, log, self.broker_id, self.broker_id)
+            plog = self.logs.get_log(topic, index) or self.logs.create_log(topic, index, log_config)
+            p = Partition(topic, index, topic_id, plog, self.broker_id, -1)
             self.partitions[(topic, index)] = p
-        p.leader_id = self.broker_id
-        p.leader_epoch = leader_epoch
-        p.replicas = list(replicas)
-        p.isr = [self.broker_id]
-        log.high_watermark = log.log_end_offset
         return p
 
-    def append(self, topic: str, partition: int, records: Any) -> Any:
+    # ------------------------------------------------------------------ standalone
+    def become_leader(self, topic: str, topic_id: uuid.UUID, index: int, replicas: list[int],
+                      leader_epoch: int, log_config: Any) -> Partition:
+        """Standalone: lead with this broker as the only in-sync replica."""
+        p = self._get_or_create(topic, topic_id, index, log_config)
+        p.make_leader(leader_epoch, [self.broker_id], list(replicas), 0, self.clock())
+        p.log.high_watermark = p.log.log_end_offset
+        return p
+
+    # ------------------------------------------------------------------ controller requests
+    def apply_partition_state(self, topic: str, topic_id: uuid.UUID, index: int, leader: int,
+                              leader_epoch: int, isr: list[int], replicas: list[int],
+                              partition_epoch: int, log_config: Any) -> int:
+        """One partition of a LeaderAndIsr request; returns its error code."""
+        if self.broker_id not in replicas:
+            return Code.UNKNOWN_TOPIC_OR_PARTITION
+        existing = self.partitions.get((topic, index))
+        if existing is not None and existing.leader_id != -1 and leader_epoch <= existing.leader_epoch \
+                and not (leader_epoch == existing.leader_epoch and partition_epoch > existing.partition_epoch):
+            return Code.STALE_CONTROLLER_EPOCH
+        p = self._get_or_create(topic, topic_id, index, log_config)
+        was_follower = p.leader_id not in (-1, self.broker_id)
+        if leader == self.broker_id:
+            if was_follower and self.on_stop_following:
+                self.on_stop_following(p)
+            p.make_leader(leader_epoch, isr, replicas, partition_epoch, self.clock())
+            log.info("%s-%d: leader at epoch %d, isr %s", topic, index, leader_epoch, isr)
+        else:
+            p.make_follower(leader, leader_epoch, isr, replicas, partition_epoch)
+            log.info("%s-%d: follower of %d at epoch %d", topic, index, leader, leader_epoch)
+            if self.on_become_follower:
+                self.on_become_follower(p)
+        self._wake(p)
+        return 0
+
+    # ------------------------------------------------------------------ produce
+    def append(self, topic: str, partition: int, records: Any, required_acks: int = 1) -> Any:
         p = self.get(topic, partition)
-        info = p.append_as_leader(records)
-        self.purgatory.notify((topic, partition))
+        info = p.append_as_leader(records, required_acks)
+        self._wake(p)
         return info
 
-    def delete_partition(self, topic: str, partition: int) -> None:
+    async def wait_replicated(self, topic: str, partition: int, offset: int, timeout_s: float) -> int:
+        """acks=all: wait until the high watermark reaches `offset`; the error code."""
+        p = self.get(topic, partition)
+        code = p.replicated_to(offset)
+        if code is not None:
+            return code
+        fut = asyncio.get_running_loop().create_future()
+        waiters = self._hw_waiters.setdefault((topic, partition), [])
+        waiters.append((offset, fut))
+        try:
+            return await asyncio.wait_for(fut, timeout_s)
+        except asyncio.TimeoutError:
+            return Code.REQUEST_TIMED_OUT
+        finally:
+            if (offset, fut) in waiters:
+                waiters.remove((offset, fut))
+
+    def _wake(self, p: Partition) -> None:
+        """After the log end or the high watermark moved: wake fetches and acks=all waits."""
+        key = (p.topic, p.index)
+        self.purgatory.notify(key)
+        waiters = self._hw_waiters.get(key)
+        if waiters:
+            for offset, fut in list(waiters):
+                code = p.replicated_to(offset)
+                if code is not None and not fut.done():
+                    fut.set_result(code)
+
+    # ------------------------------------------------------------------ followers (leader side)
+    def record_follower_fetch(self, p: Partition, replica_id: int, fetch_offset: int) -> None:
+        if p.update_follower(replica_id, fetch_offset, self.clock()):
+            self._wake(p)
+        if p.isr_to_expand() is not None and not p.isr_change_in_flight and self.isr_writer:
+            r = p.isr_to_expand()
+            asyncio.ensure_future(self._change_isr(p, sorted(set(p.isr) | {r})))
+
+    async def shrink_isrs(self, lag_max_ms: int) -> None:
+        """Drop followers that have not caught up within replica.lag.time.max.ms."""
+        now = self.clock()
+        for p in list(self.partitions.values()):
+            if p.is_leader and not p.isr_change_in_flight and self.isr_writer:
+                out = p.isr_to_shrink(now, lag_max_ms / 1000.0)
+                if out:
+                    await self._change_isr(p, [r for r in p.isr if r not in out])
+
+    async def _change_isr(self, p: Partition, new_isr: list[int]) -> None:
+        assert self.isr_writer is not None
+        p.isr_change_in_flight = True
+        epoch = p.leader_epoch
+        try:
+            new_version = await self.isr_writer(p, new_isr)
+        except Exception:
+            log.exception("%s-%d: ISR change to %s failed", p.topic, p.index, new_isr)
+            new_version = None
+        finally:
+            p.isr_change_in_flight = False
+        if new_version is None or not p.is_leader or p.leader_epoch != epoch:
+            return   # stale view: the controller's LeaderAndIsr will set things right
+        log.info("%s-%d: ISR %s -> %s", p.topic, p.index, p.isr, new_isr)
+        p.isr = new_isr
+        p.partition_epoch = new_version
+        p.maybe_advance_high_watermark()
+        self._wake(p)
+
+    # ------------------------------------------------------------------ followers (follower side)
+    def follower_appended(self, p: Partition, leader_high_watermark: int) -> None:
+        p.log.high_watermark = min(leader_high_watermark, p.log.log_end_offset)
+        self.purgatory.notify((p.topic, p.index))
+
+    # ------------------------------------------------------------------ removal / config
+    def stop_replica(self, topic: str, partition: int, delete: bool) -> None:
         p = self.partitions.pop((topic, partition), None)
-        if p is not None:
+        if p is None:
+            return
+        if self.on_stop_following and not p.is_leader:
+            self.on_stop_following(p)
+        if delete:
             self.logs.delete_log(topic, partition)
-            self.purgatory.notify((topic, partition))
+        self._wake(p)
+
+    def delete_partition(self, topic: str, partition: int) -> None:
+        self.stop_replica(topic, partition, delete=True)
 
     def update_log_config(self, topic: str, log_config: Any) -> None:
         for (t, _), p in self.partitions.items():

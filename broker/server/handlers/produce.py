@@ -1,9 +1,12 @@
 """Produce: append each partition's record set as opaque batches.
 
-The append runs before the handler's first await (see network.py), so the batches of one
-connection are appended in the order they were sent.
+Every append runs before the handler's first await (see network.py), so the batches of one
+connection are appended in the order they were sent. With acks=all the response then waits
+until the high watermark covers each partition's batch (or `timeout_ms` passes).
 """
 from __future__ import annotations
+
+import asyncio
 
 from clients.protocol.errors import Code, KafkaError, UnsupportedForMessageFormatError
 
@@ -14,6 +17,7 @@ from ..dispatch import handles
 async def produce(broker, request, ctx) -> dict | None:
     acks = request.acks
     results = []
+    waits = []          # (entry, topic, partition, offset the high watermark must reach)
     for topic in request.topic_data:
         parts = []
         for pd in topic.partition_data:
@@ -26,10 +30,12 @@ async def produce(broker, request, ctx) -> dict | None:
                 elif pd.records is None or len(pd.records) == 0:
                     entry["error_code"] = Code.INVALID_RECORD if ctx.version >= 8 else Code.CORRUPT_MESSAGE
                 else:
-                    info = broker.replicas.append(topic.name, pd.index, pd.records)
+                    info = broker.replicas.append(topic.name, pd.index, pd.records, acks)
                     entry["base_offset"] = info.first_offset
                     entry["log_append_time_ms"] = info.log_append_time
                     entry["log_start_offset"] = info.log_start_offset
+                    if acks == -1:
+                        waits.append((entry, topic.name, pd.index, info.last_offset + 1))
             except UnsupportedForMessageFormatError as e:
                 # Message formats v0/v1: Produce v3+ may only carry magic 2 (Kafka's
                 # ProduceRequest.validateRecords -> INVALID_RECORD); older Produce versions get
@@ -43,6 +49,10 @@ async def produce(broker, request, ctx) -> dict | None:
         results.append({"name": topic.name, "partition_responses": parts})
     if acks == 0:
         return None
-    # acks=all: with this broker as sole in-sync replica, the high watermark already covers
-    # the append; the replication issue parks the response in the produce purgatory.
+    if waits:
+        timeout_s = max(request.timeout_ms, 0) / 1000.0
+        codes = await asyncio.gather(*(broker.replicas.wait_replicated(t, p, off, timeout_s)
+                                       for _, t, p, off in waits))
+        for (entry, _, _, _), code in zip(waits, codes):
+            entry["error_code"] = code
     return {"responses": results, "throttle_time_ms": 0}
