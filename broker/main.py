@@ -20,6 +20,7 @@ from .config import BrokerConfig, ConfigError, TopicConfigs
 from .group.coordinator import GroupCoordinator
 from .group.offsets import OFFSETS_TOPIC
 from .log import LogConfig, LogManager
+from .metadata_cache import MetadataCache, PartitionInfo
 from .replication.replica_manager import ReplicaManager
 from .server import handlers  # noqa: F401  (registers every handler)
 from .server.dispatch import Dispatcher
@@ -51,6 +52,8 @@ class Broker:
         self.producer_ids = ProducerIdManager(self.coordinator)
         self.topic_admin = TopicAdmin(self)
         self.group_coordinator = GroupCoordinator(self)
+        self.metadata = MetadataCache()
+        self.listener_name = config.advertised_listeners[0][0]
         self.servers: list[KafkaServer] = []
         self._tasks: list[asyncio.Task] = []
         self._stopped = asyncio.Event()
@@ -68,6 +71,9 @@ class Broker:
     def log_config_for(self, meta: Any) -> LogConfig:
         return LogConfig.from_topic_configs(self.topic_config_values(meta.configs))
 
+    def default_log_config(self) -> LogConfig:
+        return LogConfig.from_topic_configs(self.config.topic_defaults())
+
     def describe_topic_configs(self, topic: str, overrides: dict[str, str]) -> list[dict]:
         from .server.handlers.configs import topic_config_entries
         return topic_config_entries(self, overrides, include_synonyms=False)
@@ -79,19 +85,23 @@ class Broker:
         for index, replicas in sorted(meta.partitions.items()):
             if self.broker_id in replicas and self.replicas.maybe_get(meta.name, index) is None:
                 self.replicas.become_leader(meta.name, meta.topic_id, index, replicas, 0, cfg)
+                self.metadata.set_partition(meta.name, index, PartitionInfo(
+                    self.broker_id, 0, list(replicas), [self.broker_id]))
                 if meta.name == OFFSETS_TOPIC:
                     self.group_coordinator.on_become_leader(index)
 
+    def forget_topic(self, name: str) -> None:
+        self.metadata.remove_topic(name)
+
     def node(self, broker_id: int):
         """The advertised address of a live broker, or None."""
-        for b in self.coordinator.live_brokers():
-            if b.broker_id == broker_id:
-                return b
-        return None
+        return self.metadata.broker(broker_id)
 
     # ------------------------------------------------------------ lifecycle
     async def start(self) -> None:
         await self.coordinator.start()
+        self.metadata.brokers = {b.broker_id: b for b in self.coordinator.live_brokers()}
+        self.metadata.controller_id = self.coordinator.controller_id
         for meta in list(self.coordinator.topics().values()):
             self.apply_topic(meta)
         dispatcher = Dispatcher(self)

@@ -100,6 +100,7 @@ class TopicAdmin:
         await self.broker.coordinator.delete_topic(name)
         for p in list(meta.partitions):
             self.broker.replicas.delete_partition(name, p)
+        self.broker.forget_topic(name)
         return meta
 
     async def add_partitions(self, name: str, count: int, assignments: list[list[int]] | None,

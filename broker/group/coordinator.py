@@ -96,6 +96,20 @@ class GroupCoordinator:
             self.partitions[partition] = LOADING
             asyncio.ensure_future(self._load(partition))
 
+    def on_resign(self, partition: int) -> None:
+        """Another broker leads this offsets partition now: forget its groups; members
+        still parked here are told NOT_COORDINATOR and go find the new coordinator."""
+        if self.partitions.pop(partition, None) is None:
+            return
+        for group_id in [g for g in self.groups if self.partition_for(g) == partition]:
+            group = self.groups.pop(group_id)
+            for m in group.members.values():
+                if m.awaiting_join:
+                    m.join_future.set_result(_join_error(Code.NOT_COORDINATOR, m.member_id))
+                if m.awaiting_sync:
+                    m.sync_future.set_result(_sync_result(Code.NOT_COORDINATOR))
+        self.store.unload_partition(partition)
+
     async def _load(self, partition: int) -> None:
         try:
             metadata = await self.store.load_partition(partition)

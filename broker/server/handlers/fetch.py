@@ -30,6 +30,9 @@ class _FetchPlan:
     def __init__(self, broker, request, version: int):
         self.broker = broker
         self.version = version
+        # A follower (replica id >= 0) reads up to the log end and reports its position;
+        # consumers (-1) read up to the high watermark or the last stable offset.
+        self.replica_id = request.replica_state.replica_id if version >= 15 else request.replica_id
         self.isolation = request.isolation_level if version >= 4 else 0
         self.max_bytes = request.max_bytes if version >= 3 else 2 ** 31 - 1
         self.topics = []   # (response key dict, [(request partition, Partition or error code)])
@@ -58,6 +61,14 @@ class _FetchPlan:
     def keys(self) -> list[tuple[str, int]]:
         return [(p.topic, p.index) for _, parts in self.topics for _, p in parts if not isinstance(p, int)]
 
+    def record_follower_positions(self) -> None:
+        if self.replica_id < 0:
+            return
+        for _, parts in self.topics:
+            for rp, p in parts:
+                if not isinstance(p, int):
+                    self.broker.replicas.record_follower_fetch(p, self.replica_id, rp.fetch_offset)
+
     def read(self) -> tuple[list[dict], int, bool]:
         """(topic responses, bytes of records, whether any partition has an error)."""
         remaining = self.max_bytes
@@ -83,8 +94,8 @@ class _FetchPlan:
                 entry["log_start_offset"] = log.log_start_offset
                 try:
                     limit = min(rp.partition_max_bytes, remaining)
-                    info = log.read(rp.fetch_offset, limit, p.last_offset_for(self.isolation),
-                                    min_one and total == 0)
+                    bound = None if self.replica_id >= 0 else p.last_offset_for(self.isolation)
+                    info = log.read(rp.fetch_offset, limit, bound, min_one and total == 0)
                 except KafkaError as e:
                     entry["error_code"] = e.code
                     any_error = True
@@ -107,6 +118,7 @@ async def fetch(broker, request, ctx) -> dict:
         # names one is confused: tell it, and it falls back to full fetches.
         return {"error_code": Code.FETCH_SESSION_ID_NOT_FOUND, "session_id": 0, "responses": []}
     plan = _FetchPlan(broker, request, v)
+    plan.record_follower_positions()
     deadline = time.monotonic() + max(0, request.max_wait_ms) / 1000.0
     while True:
         responses, total, any_error = plan.read()

@@ -12,22 +12,22 @@ NO_OPERATIONS = -2147483648   # Kafka's "authorized operations not requested"
 
 def _brokers(broker) -> list[dict]:
     return [{"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
-            for b in broker.coordinator.live_brokers()]
+            for b in broker.metadata.alive_brokers()]
 
 
 def _partition_entries(broker, meta) -> list[dict]:
     out = []
     for index in sorted(meta.partitions):
-        replicas = meta.partitions[index]
-        p = broker.replicas.maybe_get(meta.name, index)
-        if p is None:
+        info = broker.metadata.partition(meta.name, index)
+        if info is None or info.leader < 0:
             out.append({"error_code": Code.LEADER_NOT_AVAILABLE, "partition_index": index,
-                        "leader_id": -1, "leader_epoch": -1, "replica_nodes": replicas,
-                        "isr_nodes": [], "offline_replicas": []})
+                        "leader_id": -1, "leader_epoch": info.leader_epoch if info else -1,
+                        "replica_nodes": meta.partitions[index], "isr_nodes": info.isr if info else [],
+                        "offline_replicas": info.offline if info else []})
             continue
-        out.append({"error_code": 0, "partition_index": index, "leader_id": p.leader_id,
-                    "leader_epoch": p.leader_epoch, "replica_nodes": replicas,
-                    "isr_nodes": list(p.isr), "offline_replicas": []})
+        out.append({"error_code": 0, "partition_index": index, "leader_id": info.leader,
+                    "leader_epoch": info.leader_epoch, "replica_nodes": info.replicas,
+                    "isr_nodes": info.isr, "offline_replicas": info.offline})
     return out
 
 
@@ -78,7 +78,7 @@ async def metadata(broker, request, ctx) -> dict:
         "throttle_time_ms": 0,
         "brokers": _brokers(broker),
         "cluster_id": coordinator.cluster_id,
-        "controller_id": coordinator.controller_id,
+        "controller_id": broker.metadata.controller_id,
         "topics": topics,
         "cluster_authorized_operations": NO_OPERATIONS,
     }
@@ -94,8 +94,8 @@ def describe_cluster(broker, request, ctx) -> dict:
     return {
         "throttle_time_ms": 0, "error_code": 0, "error_message": None, "endpoint_type": 1,
         "cluster_id": broker.coordinator.cluster_id,
-        "controller_id": broker.coordinator.controller_id,
+        "controller_id": broker.metadata.controller_id,
         "brokers": [{"broker_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
-                    for b in broker.coordinator.live_brokers()],
+                    for b in broker.metadata.alive_brokers()],
         "cluster_authorized_operations": NO_OPERATIONS,
     }

@@ -1,0 +1,44 @@
+"""What this broker tells clients about the cluster: live brokers, the controller, and each
+partition's leader, epoch, replicas and ISR.
+
+In a cluster the controller fills it with UpdateMetadata; standalone, the broker fills it
+itself. Metadata and DescribeCluster answer from here, so clients follow leadership.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from zkcoord.store import BrokerInfo
+
+
+@dataclass
+class PartitionInfo:
+    leader: int
+    leader_epoch: int
+    replicas: list[int]
+    isr: list[int]
+    offline: list[int] = field(default_factory=list)
+
+
+class MetadataCache:
+    def __init__(self) -> None:
+        self.brokers: dict[int, BrokerInfo] = {}
+        self.controller_id = -1
+        self.controller_epoch = -1
+        self.partitions: dict[tuple[str, int], PartitionInfo] = {}
+
+    def alive_brokers(self) -> list[BrokerInfo]:
+        return [self.brokers[b] for b in sorted(self.brokers)]
+
+    def broker(self, broker_id: int) -> BrokerInfo | None:
+        return self.brokers.get(broker_id)
+
+    def partition(self, topic: str, index: int) -> PartitionInfo | None:
+        return self.partitions.get((topic, index))
+
+    def set_partition(self, topic: str, index: int, info: PartitionInfo) -> None:
+        self.partitions[(topic, index)] = info
+
+    def remove_topic(self, topic: str) -> None:
+        for key in [k for k in self.partitions if k[0] == topic]:
+            del self.partitions[key]
