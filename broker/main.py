@@ -21,6 +21,7 @@ from .group.coordinator import GroupCoordinator
 from .group.offsets import OFFSETS_TOPIC
 from .log import LogConfig, LogManager
 from .metadata_cache import MetadataCache, PartitionInfo
+from .replication.fetcher import ReplicaFetcherManager
 from .replication.replica_manager import ReplicaManager
 from .server import handlers  # noqa: F401  (registers every handler)
 from .server.dispatch import Dispatcher
@@ -48,6 +49,9 @@ class Broker:
             cleaner_dedupe_buffer_size=config.get("log.cleaner.dedupe.buffer.size"))
         self.purgatory = FetchPurgatory()
         self.replicas = ReplicaManager(self.broker_id, self.log_manager, self.purgatory)
+        self.fetchers = ReplicaFetcherManager(self)
+        self.replicas.on_become_follower = self.fetchers.add_partition
+        self.replicas.on_stop_following = self.fetchers.remove_partition
         self.coordinator = LocalCoordinator(config.log_dirs[0], self.advertised)
         self.producer_ids = ProducerIdManager(self.coordinator)
         self.topic_admin = TopicAdmin(self)
@@ -119,9 +123,20 @@ class Broker:
             asyncio.create_task(self._every(1000, self._flush_and_tick)),
             asyncio.create_task(self._every(200, self.group_coordinator.tick)),
             asyncio.create_task(self._clean_logs()),
+            asyncio.create_task(self._shrink_isrs()),
             asyncio.create_task(self._every(self.config.get("log.flush.offset.checkpoint.interval.ms"),
                                             self.log_manager.checkpoint_recovery_points)),
         ]
+
+    async def _shrink_isrs(self) -> None:
+        """Kafka checks every replica.lag.time.max.ms / 2 for followers that fell behind."""
+        lag_ms = self.config.get("replica.lag.time.max.ms")
+        while True:
+            await asyncio.sleep(lag_ms / 2000.0)
+            try:
+                await self.replicas.shrink_isrs(lag_ms)
+            except Exception:
+                log.exception("ISR shrink check failed")
 
     async def _clean_logs(self) -> None:
         """Compaction: one log per call; back off when no log needs cleaning."""
@@ -155,6 +170,7 @@ class Broker:
             t.cancel()
         for s in self.servers:
             await s.stop()
+        await self.fetchers.close()
         self.purgatory.notify_all()
         self.log_manager.close()
         await self.coordinator.stop()

@@ -37,6 +37,7 @@ class ReplicaManager:
         self.isr_writer = isr_writer
         self.clock = clock
         self.partitions: dict[tuple[str, int], Partition] = {}
+        self._topic_names: dict[uuid.UUID, str] = {}    # Fetch v13+ names topics by id
         self.controller_epoch = 0
         # Waiters for the high watermark (acks=all), per partition.
         self._hw_waiters: dict[tuple[str, int], list[tuple[int, asyncio.Future]]] = {}
@@ -53,12 +54,16 @@ class ReplicaManager:
     def maybe_get(self, topic: str, partition: int) -> Partition | None:
         return self.partitions.get((topic, partition))
 
+    def topic_name_for_id(self, topic_id: uuid.UUID) -> str | None:
+        return self._topic_names.get(topic_id)
+
     def _get_or_create(self, topic: str, topic_id: uuid.UUID, index: int, log_config: Any) -> Partition:
         p = self.partitions.get((topic, index))
         if p is None:
             plog = self.logs.get_log(topic, index) or self.logs.create_log(topic, index, log_config)
             p = Partition(topic, index, topic_id, plog, self.broker_id, -1)
             self.partitions[(topic, index)] = p
+            self._topic_names[topic_id] = topic
         return p
 
     # ------------------------------------------------------------------ standalone
@@ -177,6 +182,8 @@ class ReplicaManager:
         p = self.partitions.pop((topic, partition), None)
         if p is None:
             return
+        if not any(t == topic for t, _ in self.partitions):
+            self._topic_names.pop(p.topic_id, None)
         if self.on_stop_following and not p.is_leader:
             self.on_stop_following(p)
         if delete:

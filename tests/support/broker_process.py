@@ -63,6 +63,8 @@ class BrokerProcess:
 
     def start(self, timeout: float = 20.0) -> "BrokerProcess":
         env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
+        if getattr(self, "_log", None) is not None and not self._log.closed:
+            self._log.close()           # restarted after kill9(): the old handle is done
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen([sys.executable, "-m", "broker", str(self.config_path)],
                                      cwd=REPO, env=env, stdout=self._log, stderr=subprocess.STDOUT)

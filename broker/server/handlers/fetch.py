@@ -36,19 +36,19 @@ class _FetchPlan:
         self.isolation = request.isolation_level if version >= 4 else 0
         self.max_bytes = request.max_bytes if version >= 3 else 2 ** 31 - 1
         self.topics = []   # (response key dict, [(request partition, Partition or error code)])
-        coordinator = broker.coordinator
+        replicas = broker.replicas
         for t in request.topics:
             if version >= 13:
-                meta = coordinator.topic_by_id(t.topic_id)
-                key = {"topic_id": t.topic_id, "topic": meta.name if meta else ""}
+                name = replicas.topic_name_for_id(t.topic_id)
+                key = {"topic_id": t.topic_id, "topic": name or ""}
                 missing = Code.UNKNOWN_TOPIC_ID
             else:
-                meta = coordinator.topic(t.topic)
+                name = t.topic
                 key = {"topic": t.topic}
                 missing = Code.UNKNOWN_TOPIC_OR_PARTITION
             parts = []
             for rp in t.partitions:
-                p = broker.replicas.maybe_get(meta.name, rp.partition) if meta else None
+                p = replicas.maybe_get(name, rp.partition) if name else None
                 if p is None:
                     parts.append((rp, missing))
                 elif not p.is_leader:

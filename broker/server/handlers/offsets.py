@@ -23,12 +23,14 @@ def _leader_partition(broker, topic: str, index: int):
     return p, 0
 
 
-def _lookup(p, timestamp: int, isolation: int) -> tuple[int, int, int]:
+def _lookup(p, timestamp: int, isolation: int, replica_id: int = -1) -> tuple[int, int, int]:
     """(offset, timestamp, leader epoch) as Kafka answers; (-1, -1, -1) when none."""
     log = p.log
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return log.log_start_offset, -1, p.leader_epoch
     if timestamp in (LATEST, LATEST_TIERED):
+        if replica_id >= 0:
+            return log.log_end_offset, -1, p.leader_epoch     # a follower may see past the HW
         return p.last_offset_for(isolation), -1, p.leader_epoch
     if timestamp == MAX_TIMESTAMP:
         found = log.max_timestamp_offset()
@@ -59,7 +61,7 @@ def list_offsets(broker, request, ctx) -> dict:
                 entry["error_code"] = code
             else:
                 try:
-                    offset, ts, epoch = _lookup(p, rp.timestamp, isolation)
+                    offset, ts, epoch = _lookup(p, rp.timestamp, isolation, request.replica_id)
                 except KafkaError as e:
                     entry["error_code"] = e.code
                 else:

@@ -1,0 +1,201 @@
+"""Follower side of replication: one fetch loop per leader broker.
+
+Before a partition's first fetch in a new leader epoch the follower asks the leader where
+its own latest epoch ends (OffsetForLeaderEpoch) and truncates to that point, so a replica
+that held records the new leader never had cannot diverge (KIP-101, KIP-279). Then it
+fetches with its replica id from its log end, appends the leader's batches as they are
+(offsets kept), and takes the leader's high watermark.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from clients.aio.errors import KafkaConnectionError
+from clients.aio.pool import ConnectionPool
+from clients.protocol.errors import Code, KafkaError
+
+from .partition import Partition
+
+log = logging.getLogger(__name__)
+
+FETCH_VERSION = 11
+EPOCH_VERSION = 3
+RETRY_BACKOFF_S = 0.2
+
+
+@dataclass
+class FetchState:
+    partition: Partition
+    leader_epoch: int
+    needs_truncation: bool = True
+    delayed_until: float = 0.0
+
+
+class LeaderFetcher:
+    """Fetches every partition this broker follows from one leader."""
+
+    def __init__(self, manager: "ReplicaFetcherManager", leader_id: int):
+        self.manager = manager
+        self.leader_id = leader_id
+        self.partitions: dict[tuple[str, int], FetchState] = {}
+        self._changed = asyncio.Event()
+        self.task = asyncio.ensure_future(self._run())
+
+    def add(self, p: Partition) -> None:
+        self.partitions[(p.topic, p.index)] = FetchState(p, p.leader_epoch)
+        self._changed.set()
+
+    def remove(self, p: Partition) -> None:
+        self.partitions.pop((p.topic, p.index), None)
+
+    async def _run(self) -> None:
+        m = self.manager
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                if not self.partitions:
+                    self._changed.clear()
+                    await self._changed.wait()
+                    continue
+                node = m.broker.metadata.broker(self.leader_id)
+                if node is None:
+                    await asyncio.sleep(RETRY_BACKOFF_S)
+                    continue
+                m.pool.set_address(self.leader_id, node.host, node.port)
+                conn = await m.pool.get(self.leader_id)
+                states = [s for s in self.partitions.values() if s.delayed_until <= loop.time()]
+                if not states:
+                    await asyncio.sleep(RETRY_BACKOFF_S)
+                    continue
+                to_truncate = [s for s in states if s.needs_truncation]
+                if to_truncate:
+                    await self._truncate(conn, to_truncate)
+                    continue
+                await self._fetch(conn, states)
+            except asyncio.CancelledError:
+                raise
+            except (KafkaConnectionError, OSError, asyncio.TimeoutError) as e:
+                log.info("fetcher for leader %d: %s; retrying", self.leader_id, e)
+                await asyncio.sleep(RETRY_BACKOFF_S)
+            except Exception:
+                log.exception("fetcher for leader %d failed; retrying", self.leader_id)
+                await asyncio.sleep(1.0)
+
+    async def _truncate(self, conn: Any, states: list[FetchState]) -> None:
+        body = {"replica_id": self.manager.broker_id, "topics": _group_by_topic(
+            states, lambda s: {"partition": s.partition.index, "current_leader_epoch": s.leader_epoch,
+                               "leader_epoch": s.partition.log.latest_epoch})}
+        resp = await conn.request("OffsetForLeaderEpoch", body, version=EPOCH_VERSION)
+        for t in resp.topics:
+            for r in t.partitions:
+                s = self.partitions.get((t.topic, r.partition))
+                if s is None:
+                    continue
+                p = s.partition
+                if r.error_code:
+                    self._delay(s, r.error_code)
+                    continue
+                plog = p.log
+                if plog.latest_epoch < 0 or r.end_offset < 0:
+                    # No epoch history to compare: the high watermark is what is safe to keep.
+                    target = plog.high_watermark
+                else:
+                    # KIP-279: end of the leader's answer epoch in OUR log, bounded by the leader's.
+                    own_end = plog.end_offset_for_epoch(r.leader_epoch)[1] if r.leader_epoch >= 0 else r.end_offset
+                    target = min(r.end_offset, own_end if own_end >= 0 else r.end_offset)
+                if target < plog.log_end_offset:
+                    log.info("%s-%d: truncating %d -> %d to follow leader %d at epoch %d", p.topic, p.index,
+                             plog.log_end_offset, target, self.leader_id, s.leader_epoch)
+                    plog.truncate_to(target)
+                s.needs_truncation = False
+
+    async def _fetch(self, conn: Any, states: list[FetchState]) -> None:
+        cfg = self.manager.config
+        body = {
+            "replica_id": self.manager.broker_id, "max_wait_ms": cfg["wait_ms"], "min_bytes": 1,
+            "max_bytes": cfg["response_max_bytes"], "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "topics": _group_by_topic(states, lambda s: {
+                "partition": s.partition.index, "current_leader_epoch": s.leader_epoch,
+                "fetch_offset": s.partition.log.log_end_offset, "log_start_offset": -1,
+                "partition_max_bytes": cfg["max_bytes"]}),
+            "forgotten_topics_data": [], "rack_id": "",
+        }
+        resp = await conn.request("Fetch", body, version=FETCH_VERSION,
+                                  timeout=cfg["wait_ms"] / 1000.0 + 30)
+        for t in resp.responses:
+            for r in t.partitions:
+                s = self.partitions.get((t.topic, r.partition_index))
+                if s is None or s.partition.leader_epoch != s.leader_epoch:
+                    continue
+                p = s.partition
+                if r.error_code == Code.OFFSET_OUT_OF_RANGE:
+                    # Below the leader's log start (it deleted what we need): start over there.
+                    p.log.truncate_fully_and_start_at(max(r.log_start_offset, 0))
+                    continue
+                if r.error_code:
+                    self._delay(s, r.error_code)
+                    continue
+                if r.records is not None and len(r.records):
+                    try:
+                        p.log.append_as_follower(r.records)
+                    except KafkaError as e:
+                        log.warning("%s-%d: cannot append the leader's batches: %s", p.topic, p.index, e)
+                        s.needs_truncation = True
+                        continue
+                self.manager.broker.replicas.follower_appended(p, r.high_watermark)
+
+    def _delay(self, s: FetchState, code: int) -> None:
+        # NOT_LEADER / FENCED / UNKNOWN epoch: the controller's next LeaderAndIsr sorts it out.
+        s.delayed_until = asyncio.get_running_loop().time() + RETRY_BACKOFF_S * 5
+        if code in (Code.FENCED_LEADER_EPOCH, Code.UNKNOWN_LEADER_EPOCH):
+            s.needs_truncation = True
+
+    async def stop(self) -> None:
+        self.task.cancel()
+        try:
+            await self.task
+        except (asyncio.CancelledError, Exception):
+            pass
+
+
+def _group_by_topic(states: list[FetchState], entry) -> list[dict]:
+    topics: dict[str, list[dict]] = {}
+    for s in states:
+        topics.setdefault(s.partition.topic, []).append(entry(s))
+    return [{"topic": t, "partitions": ps} for t, ps in topics.items()]
+
+
+class ReplicaFetcherManager:
+    """Keeps one LeaderFetcher per leader broker for the partitions this broker follows."""
+
+    def __init__(self, broker: Any):
+        self.broker = broker
+        self.broker_id = broker.broker_id
+        c = broker.config
+        self.config = {"wait_ms": c.get("replica.fetch.wait.max.ms"),
+                       "max_bytes": c.get("replica.fetch.max.bytes"),
+                       "response_max_bytes": c.get("replica.fetch.response.max.bytes")}
+        self.pool = ConnectionPool(client_id=f"broker-{self.broker_id}-fetcher")
+        self.fetchers: dict[int, LeaderFetcher] = {}
+        self._where: dict[tuple[str, int], int] = {}
+
+    def add_partition(self, p: Partition) -> None:
+        self.remove_partition(p)
+        fetcher = self.fetchers.get(p.leader_id)
+        if fetcher is None:
+            fetcher = self.fetchers[p.leader_id] = LeaderFetcher(self, p.leader_id)
+        fetcher.add(p)
+        self._where[(p.topic, p.index)] = p.leader_id
+
+    def remove_partition(self, p: Partition) -> None:
+        leader = self._where.pop((p.topic, p.index), None)
+        if leader is not None and leader in self.fetchers:
+            self.fetchers[leader].remove(p)
+
+    async def close(self) -> None:
+        for f in self.fetchers.values():
+            await f.stop()
+        await self.pool.close_all()

@@ -1,0 +1,323 @@
+"""One TCP connection to a Kafka broker: the asyncio shell around `ClientProtocol`.
+
+The shell only moves bytes: `request` encodes through the sans-io codec and writes the whole
+frame at once (frames are never interleaved; encoding and writing happen without an await
+in between, so wire order is correlation-id order); a reader task feeds whatever the socket
+yields to the codec and completes the futures of the responses it decodes. Framing, header
+versions, correlation checks and the ApiVersions fallback all live in the codec.
+
+Concurrency: any number of tasks may call `request` concurrently on one connection
+(pipelining); the broker answers in order and the codec matches answers to requests.
+Everything runs on the event loop of the task that called `connect`; not thread-safe.
+
+Failure semantics (Kafka's): a request that gets no response within its timeout closes the
+connection, because the responses queued behind it could no longer be told apart from late
+ones; it raises `KafkaTimeoutError` and every other request in flight on the connection
+fails with `KafkaConnectionError`. Losing the connection (EOF, reset, a stream the codec
+cannot parse) fails every request in flight with `KafkaConnectionError` at once, and
+`closed` becomes True. A closed connection is never reopened; use a new one (see
+`clients.aio.pool`). Broker error codes inside responses are returned, not raised.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from importlib import metadata
+from typing import Any, Mapping
+
+from clients.protocol.client_codec import ClientProtocol, ProtocolError, expects_response
+from clients.protocol.errors import for_code
+from clients.protocol.messages import api as lookup_api
+from clients.protocol.schema import Api, Struct, UnsupportedVersion
+
+from .errors import KafkaConnectionError, KafkaTimeoutError, UnsupportedVersionError
+
+__all__ = ["BrokerConnection", "STROM_VERSION"]
+
+
+def _strom_version() -> str:
+    try:
+        return metadata.version("strom")
+    except metadata.PackageNotFoundError:
+        return "0.0.0"
+
+
+STROM_VERSION = _strom_version()
+
+_API_VERSIONS = lookup_api("ApiVersions")
+_READ_SIZE = 1 << 20
+_CLOSE_GRACE = 5.0  # seconds a graceful close waits for buffered bytes to leave
+
+
+def _resolve(api: str | int | Api) -> Api:
+    return api if isinstance(api, Api) else lookup_api(api)
+
+
+class BrokerConnection:
+    """A connection to one broker, open and version-negotiated. Create with `connect`."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                 host: str, port: int, *, client_id: str | None,
+                 request_timeout: float | None, max_frame_size: int | None = None):
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self.request_timeout = request_timeout
+        self._reader = reader
+        self._writer = writer
+        self._codec = ClientProtocol(client_id, max_frame_size=max_frame_size)
+        self._futures: dict[int, asyncio.Future[Struct]] = {}
+        self._close_error: KafkaConnectionError | None = None
+        self._broker_versions: dict[int, tuple[int, int]] = {}
+        self.api_versions_version = -1  # the ApiVersions version the broker answered
+        self._reader_task = asyncio.get_running_loop().create_task(
+            self._read_loop(), name=f"strom-conn-reader-{host}:{port}")
+
+    # ------------------------------------------------------------------ opening
+
+    @classmethod
+    async def connect(cls, host: str, port: int, *, client_id: str | None = "strom",
+                      timeout: float = 10.0, request_timeout: float | None = 30.0,
+                      software: tuple[str, str] = ("strom", STROM_VERSION),
+                      max_frame_size: int | None = None) -> "BrokerConnection":
+        """Open a TCP connection (TCP_NODELAY) and negotiate versions with ApiVersions.
+
+        `timeout` bounds the TCP connect and the ApiVersions exchange; `request_timeout` is
+        the default for later requests (None: wait forever). Raises KafkaConnectionError
+        when the broker is unreachable or does not answer in time.
+        """
+        addr = f"{host}:{port}"
+        try:
+            async with asyncio.timeout(timeout):
+                reader, writer = await asyncio.open_connection(host, port, limit=_READ_SIZE)
+        except TimeoutError:
+            raise KafkaConnectionError(f"connecting to {addr} timed out after {timeout}s") from None
+        except OSError as e:
+            raise KafkaConnectionError(f"cannot connect to {addr}: {e}") from e
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        conn = cls(reader, writer, host, port, client_id=client_id,
+                   request_timeout=request_timeout, max_frame_size=max_frame_size)
+        try:
+            await conn._negotiate(software, timeout)
+        except KafkaTimeoutError as e:
+            await conn.close()
+            raise KafkaConnectionError(f"{addr} did not answer ApiVersions within {timeout}s") from e
+        except BaseException:
+            await conn.close()
+            raise
+        return conn
+
+    async def _negotiate(self, software: tuple[str, str], timeout: float) -> None:
+        body = {"client_software_name": software[0], "client_software_version": software[1]}
+        version = _API_VERSIONS.max_version
+        while True:
+            resp = await self.request(_API_VERSIONS, body, version=version, timeout=timeout)
+            if resp.error_code == UnsupportedVersionError.code and version > 0:
+                # The broker answered in v0 format with its ranges: retry at the highest
+                # ApiVersions version it offers (v0 if it lists none), as Kafka clients do.
+                offered = next((k.max_version for k in resp.api_keys
+                                if k.api_key == _API_VERSIONS.key), 0)
+                version = max(0, min(offered, version - 1))
+                continue
+            if resp.error_code:
+                raise for_code(resp.error_code)(f"ApiVersions v{version} to {self.address}")
+            self._broker_versions = {k.api_key: (k.min_version, k.max_version)
+                                     for k in resp.api_keys}
+            self.api_versions_version = version
+            return
+
+    # ------------------------------------------------------------------ versions
+
+    @property
+    def broker_versions(self) -> Mapping[int, tuple[int, int]]:
+        """api_key -> (min, max) as the broker advertised them."""
+        return dict(self._broker_versions)
+
+    def version_for(self, api_name: str | int | Api) -> int:
+        """The highest version of the API that both this client and the broker support."""
+        a = _resolve(api_name)
+        rng = self._broker_versions.get(a.key)
+        if rng is None:
+            raise UnsupportedVersionError(f"{self.address} does not support {a.name}")
+        lo, hi = max(a.min_version, rng[0]), min(a.max_version, rng[1])
+        if lo > hi:
+            raise UnsupportedVersionError(
+                f"{a.name}: {self.address} supports v{rng[0]}-{rng[1]}, "
+                f"this client v{a.min_version}-{a.max_version}")
+        return hi
+
+    def _check_version(self, a: Api, version: int) -> None:
+        if not a.supports(version):
+            raise UnsupportedVersionError(f"{a.name} v{version} is not implemented by this client")
+        rng = self._broker_versions.get(a.key)
+        # ApiVersions is exempt: asking above the broker's range is how negotiation works.
+        if a.key != _API_VERSIONS.key and self._broker_versions and (
+                rng is None or not rng[0] <= version <= rng[1]):
+            raise UnsupportedVersionError(f"{a.name} v{version} is not supported by {self.address}")
+
+    # ------------------------------------------------------------------ requests
+
+    async def request(self, api_name: str | int | Api, body: Any, version: int | None = None,
+                      timeout: float | None = None) -> Struct:
+        """Send a request and return its decoded response (error codes included, not raised).
+
+        `version` None: `version_for(api_name)`. `timeout` None: the connection's
+        `request_timeout`. On timeout the connection is closed (see the module docstring)
+        and KafkaTimeoutError is raised; on connection loss KafkaConnectionError.
+        """
+        a = _resolve(api_name)
+        if version is None:
+            version = self.version_for(a)
+        if not expects_response(a, body):
+            raise ValueError(f"{a.name} with acks=0 gets no response; use send()")
+        fut = self._write_frame(a, body, version, True)
+        assert fut is not None
+        if timeout is None:
+            timeout = self.request_timeout
+        cm = asyncio.timeout(timeout)
+        try:
+            async with cm:
+                with contextlib.suppress(KafkaConnectionError):
+                    await self._drain()  # a failed write aborts the connection, failing fut
+                return await fut
+        except TimeoutError:
+            if not cm.expired():
+                raise
+            if fut.done() and not fut.cancelled() and fut.exception() is None:
+                return fut.result()  # answered in the same loop iteration the timer fired
+            self._abort(KafkaConnectionError(
+                f"connection to {self.address} closed: a {a.name} request timed out after "
+                f"{timeout}s, so later responses could not be matched"))
+            raise KafkaTimeoutError(f"{a.name} v{version} to {self.address}: no response "
+                                    f"after {timeout}s; connection closed") from None
+
+    async def send(self, api_name: str | int | Api, body: Any, version: int | None = None) -> None:
+        """Send a request the broker does not answer (Produce with acks=0)."""
+        a = _resolve(api_name)
+        if version is None:
+            version = self.version_for(a)
+        if expects_response(a, body):
+            raise ValueError(f"{a.name} gets a response; use request()")
+        self._write_frame(a, body, version, False)
+        await self._drain()
+
+    def _write_frame(self, a: Api, body: Any, version: int,
+                     expect_response: bool) -> asyncio.Future[Struct] | None:
+        # No await in here: the frame reaches the transport whole, in correlation-id order.
+        if self._close_error is not None:
+            raise KafkaConnectionError(str(self._close_error))
+        self._check_version(a, version)
+        try:
+            cid, frame = self._codec.encode_request(a, body, version, expect_response=expect_response)
+        except UnsupportedVersion as e:
+            raise UnsupportedVersionError(str(e)) from None
+        fut: asyncio.Future[Struct] | None = None
+        if expect_response:
+            fut = asyncio.get_running_loop().create_future()
+            self._futures[cid] = fut
+        self._writer.write(frame)
+        return fut
+
+    async def _drain(self) -> None:
+        try:
+            await self._writer.drain()
+        except (OSError, RuntimeError) as e:
+            err = KafkaConnectionError(f"connection to {self.address} lost while writing: {e}")
+            self._abort(err)
+            raise err from e
+
+    # ------------------------------------------------------------------ reading
+
+    async def _read_loop(self) -> None:
+        try:
+            while True:
+                data = await self._reader.read(_READ_SIZE)
+                if not data:
+                    raise KafkaConnectionError(f"connection to {self.address} closed by the broker")
+                try:
+                    responses = self._codec.feed(data)
+                except ProtocolError as e:
+                    self._deliver(e.completed)
+                    raise KafkaConnectionError(f"protocol error from {self.address}: {e}") from e
+                self._deliver(responses)
+        except asyncio.CancelledError:
+            raise
+        except KafkaConnectionError as e:
+            self._abort(e)
+        except OSError as e:
+            self._abort(KafkaConnectionError(f"connection to {self.address} lost: {e}"))
+        except Exception as e:  # a bug, not the network: still fail everyone, loudly
+            err = KafkaConnectionError(f"reader of {self.address} failed: {e!r}")
+            err.__cause__ = e
+            self._abort(err)
+
+    def _deliver(self, responses: list[tuple[int, Struct]]) -> None:
+        futures = self._futures
+        for cid, body in responses:
+            fut = futures.pop(cid, None)
+            if fut is not None and not fut.done():  # done: its caller was cancelled
+                fut.set_result(body)
+
+    # ------------------------------------------------------------------ closing
+
+    def _abort(self, error: KafkaConnectionError, graceful: bool = False) -> None:
+        """Mark closed, fail every request in flight, close the transport. Idempotent."""
+        if self._close_error is not None:
+            return
+        self._close_error = error
+        futures, self._futures = self._futures, {}
+        for fut in futures.values():
+            if not fut.done():
+                err = KafkaConnectionError(str(error))
+                err.__cause__ = error.__cause__
+                fut.set_exception(err)
+        if graceful:
+            self._writer.close()
+        else:
+            self._writer.transport.abort()
+        if self._reader_task is not asyncio.current_task():
+            self._reader_task.cancel()
+
+    async def close(self) -> None:
+        """Close the connection; requests still in flight fail with KafkaConnectionError."""
+        self._abort(KafkaConnectionError(f"connection to {self.address} was closed"), graceful=True)
+        if self._reader_task is not asyncio.current_task():
+            await asyncio.wait((self._reader_task,))  # never raises the task's cancellation
+        try:
+            async with asyncio.timeout(_CLOSE_GRACE):
+                await self._writer.wait_closed()
+        except TimeoutError:
+            self._writer.transport.abort()
+        except OSError:
+            pass
+
+    @property
+    def closed(self) -> bool:
+        return self._close_error is not None
+
+    @property
+    def close_reason(self) -> KafkaConnectionError | None:
+        return self._close_error
+
+    @property
+    def in_flight(self) -> int:
+        """Requests sent and awaiting a response."""
+        return self._codec.in_flight
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    async def __aenter__(self) -> "BrokerConnection":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else f"open, {self.in_flight} in flight"
+        return f"<BrokerConnection {self.address} {state}>"

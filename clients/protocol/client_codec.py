@@ -1,0 +1,218 @@
+"""The client side of the Kafka wire protocol as a sans-io state machine.
+
+`ClientProtocol` turns requests into frames and incoming bytes into responses; it never
+touches a socket, so the asyncio shell (`clients.aio.connection`) only moves bytes in and out
+of it, and every framing rule is tested in microseconds.
+
+What it owns:
+  - correlation ids (int32, increasing, wrapping to 0 after 2**31 - 1);
+  - the request frame: int32 size, request header of the version the API and version
+    need (v0/v1/v2), body;
+  - the FIFO of requests awaiting a response. A Kafka broker answers the requests of one
+    connection in the order it received them, so a response must carry the correlation id
+    at the head of the FIFO; anything else is a broken stream (`CorrelationIdMismatchError`);
+  - response framing across arbitrary read boundaries (a frame may arrive a byte at a time
+    or many frames in one read), the response header version (ApiVersions: always v0), and
+    the ApiVersions fallback: a broker that does not know the requested ApiVersions version
+    answers UNSUPPORTED_VERSION in the v0 body format, which is decoded as v0.
+
+Decoded responses keep `records` fields as memoryview slices of the frame: no per-record
+work happens here. After a `ProtocolError` the stream cannot be trusted and the state
+machine refuses further input; the connection must be closed.
+
+Not safe for concurrent use from several threads; one instance belongs to one connection.
+"""
+from __future__ import annotations
+
+import struct
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from .headers import RequestHeader, decode_response_header, encode_request_header
+from .messages import api as _api
+from .schema import Api, Struct
+from .types import DecodeError, Reader, Writer
+
+__all__ = [
+    "ClientProtocol", "InFlight", "ProtocolError", "CorrelationIdMismatchError",
+    "UnexpectedResponseError", "FrameTooLargeError", "expects_response",
+]
+
+_SIZE = struct.Struct(">i")
+_INT16 = struct.Struct(">h")
+_API_VERSIONS_KEY = 18
+_PRODUCE_KEY = 0
+_UNSUPPORTED_VERSION = 35
+_MAX_CORRELATION_ID = 0x7FFFFFFF
+
+
+class ProtocolError(Exception):
+    """The broker's byte stream cannot be understood; the connection must be closed.
+
+    `completed` holds the responses decoded from the same `feed` call before the error, so
+    that requests already answered are not failed along with the rest.
+    """
+
+    def __init__(self, message: str, completed: list[tuple[int, Struct]] | None = None):
+        super().__init__(message)
+        self.completed: list[tuple[int, Struct]] = completed or []
+
+
+class CorrelationIdMismatchError(ProtocolError):
+    """A response's correlation id is not the one of the oldest request in flight."""
+
+    def __init__(self, expected: int, received: int):
+        super().__init__(f"correlation id mismatch: expected {expected}, received {received}")
+        self.expected = expected
+        self.received = received
+
+
+class UnexpectedResponseError(ProtocolError):
+    """A response arrived while no request was awaiting one."""
+
+
+class FrameTooLargeError(ProtocolError):
+    """A frame's size prefix is negative or above the configured maximum."""
+
+
+@dataclass(frozen=True, slots=True)
+class InFlight:
+    """A request sent and awaiting its response."""
+
+    correlation_id: int
+    api: Api
+    version: int
+
+
+def expects_response(api: Api, body: Any) -> bool:
+    """Whether the broker answers this request: everything but Produce with acks=0."""
+    if api.key != _PRODUCE_KEY:
+        return True
+    acks = body.get("acks", 0) if isinstance(body, dict) else getattr(body, "acks", 0)
+    return acks != 0
+
+
+class ClientProtocol:
+    """Encodes requests, tracks them in flight, decodes responses in order."""
+
+    def __init__(self, client_id: str | None = "strom", *, max_frame_size: int | None = None,
+                 first_correlation_id: int = 0):
+        self.client_id = client_id
+        self.max_frame_size = max_frame_size
+        self._next_cid = first_correlation_id & _MAX_CORRELATION_ID
+        self._in_flight: deque[InFlight] = deque()
+        self._buf = bytearray()
+        self._need: int | None = None  # size of the frame being read, once its prefix is in
+        self._error: ProtocolError | None = None
+
+    # ------------------------------------------------------------------ sending
+
+    def encode_request(self, api: str | int | Api, body: Any, version: int, *,
+                       expect_response: bool | None = None) -> tuple[int, bytes]:
+        """(correlation id, frame bytes) of a request, registered as in flight when it
+        expects a response. `expect_response` defaults to `expects_response(api, body)`.
+
+        Frames must be written to the socket in the order they are encoded.
+        Raises `UnsupportedVersion` (from the schema) for a version the API does not declare.
+        """
+        a = api if isinstance(api, Api) else _api(api)
+        if expect_response is None:
+            expect_response = expects_response(a, body)
+        cid = self._next_cid
+        w = Writer()
+        encode_request_header(w, RequestHeader(a.key, version, cid, self.client_id),
+                              a.request_header_version(version))
+        a.encode_request(body, version, w)  # may raise: nothing is registered yet
+        payload = w.getvalue()
+        self._next_cid = (cid + 1) & _MAX_CORRELATION_ID
+        if expect_response:
+            self._in_flight.append(InFlight(cid, a, version))
+        return cid, _SIZE.pack(len(payload)) + payload
+
+    # ------------------------------------------------------------------ receiving
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[tuple[int, Struct]]:
+        """Take bytes read from the socket; return the responses they complete, in order,
+        as (correlation id, decoded body). Raises `ProtocolError` on a broken stream."""
+        if self._error is not None:
+            raise self._error
+        buf = self._buf
+        buf += data
+        out: list[tuple[int, Struct]] = []
+        try:
+            while True:
+                if self._need is None:
+                    if len(buf) < 4:
+                        break
+                    (size,) = _SIZE.unpack_from(buf, 0)
+                    if size < 4 or (self.max_frame_size is not None and size > self.max_frame_size):
+                        raise FrameTooLargeError(f"invalid response frame size {size}")
+                    del buf[:4]
+                    self._need = size
+                if len(buf) < self._need:
+                    break
+                # An immutable copy of the frame: the decoded Struct's memoryviews (records)
+                # point into it and must not change when the buffer is reused.
+                with memoryview(buf) as mv:
+                    frame = bytes(mv[:self._need])
+                del buf[:self._need]  # O(1) at a bytearray's front
+                self._need = None
+                out.append(self._decode(frame))
+        except ProtocolError as e:
+            e.completed = out
+            self._error = e
+            raise
+        return out
+
+    def _decode(self, frame: bytes) -> tuple[int, Struct]:
+        r = Reader(frame)
+        try:
+            received = r.int32()
+        except DecodeError:
+            raise ProtocolError("response frame shorter than a correlation id") from None
+        if not self._in_flight:
+            raise UnexpectedResponseError(f"response with correlation id {received} while "
+                                          "no request is in flight")
+        head = self._in_flight[0]
+        if received != head.correlation_id:
+            raise CorrelationIdMismatchError(head.correlation_id, received)
+        self._in_flight.popleft()
+        a, version = head.api, head.version
+        try:
+            r = Reader(frame)
+            decode_response_header(r, a.response_header_version(version))
+            if a.key == _API_VERSIONS_KEY and version > 0 and _is_unsupported_version(r):
+                # The broker did not know our version and answered in the v0 format.
+                version = 0
+            body = a.decode_response(r, version)
+        except DecodeError as e:
+            raise ProtocolError(f"cannot decode {a.name} v{version} response "
+                                f"(correlation id {received}): {e}") from e
+        return received, body
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def in_flight(self) -> int:
+        """How many requests await a response."""
+        return len(self._in_flight)
+
+    def pending(self) -> list[InFlight]:
+        """The requests awaiting a response, oldest first."""
+        return list(self._in_flight)
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received but not yet part of a complete frame."""
+        return len(self._buf) + (4 if self._need is not None else 0)
+
+    @property
+    def error(self) -> ProtocolError | None:
+        return self._error
+
+
+def _is_unsupported_version(r: Reader) -> bool:
+    if r.remaining() < 2:
+        return False
+    return bool(_INT16.unpack_from(r.buf, r.pos)[0] == _UNSUPPORTED_VERSION)
