@@ -52,7 +52,16 @@ class Broker:
         self.fetchers = ReplicaFetcherManager(self)
         self.replicas.on_become_follower = self.fetchers.add_partition
         self.replicas.on_stop_following = self.fetchers.remove_partition
-        self.coordinator = LocalCoordinator(config.log_dirs[0], self.advertised)
+        self.cluster_mode = not config.standalone
+        if self.cluster_mode:
+            from zkcoord.controller import Controller
+            from zkcoord.zookeeper import ZkCoordinator
+            self.coordinator = ZkCoordinator.from_config(config, self.advertised)
+            self.controller: Any = Controller(self, self.coordinator)
+            self.replicas.isr_writer = self._write_isr
+        else:
+            self.coordinator = LocalCoordinator(config.log_dirs[0], self.advertised)
+            self.controller = None
         self.producer_ids = ProducerIdManager(self.coordinator)
         self.topic_admin = TopicAdmin(self)
         self.group_coordinator = GroupCoordinator(self)
@@ -84,7 +93,10 @@ class Broker:
 
     # ------------------------------------------------------------ partitions
     def apply_topic(self, meta: Any) -> None:
-        """Make this broker's partitions of `meta` match the metadata (standalone: lead all)."""
+        """Standalone: lead every partition of `meta`. (In a cluster the controller decides,
+        with LeaderAndIsr.)"""
+        if self.cluster_mode:
+            return
         cfg = self.log_config_for(meta)
         for index, replicas in sorted(meta.partitions.items()):
             if self.broker_id in replicas and self.replicas.maybe_get(meta.name, index) is None:
@@ -102,10 +114,35 @@ class Broker:
         return self.metadata.broker(broker_id)
 
     # ------------------------------------------------------------ lifecycle
+    async def _write_isr(self, p: Any, new_isr: list[int]) -> int | None:
+        """A leader's ISR change: a conditional write of the partition state (so a deposed
+        leader's write fails), then a notification for the controller to propagate."""
+        from zkcoord import zk_paths as zp
+        from zkcoord.zookeeper import StaleZkVersionError
+        state = zp.PartitionState(self.broker_id, p.leader_epoch, new_isr, p.controller_epoch)
+        try:
+            version = await self.coordinator.update_partition_state(p.topic, p.index, state, p.partition_epoch)
+        except StaleZkVersionError:
+            log.info("%s-%d: ISR change refused, partition epoch %d is stale", p.topic, p.index, p.partition_epoch)
+            return None
+        await self.coordinator.notify_isr_change([(p.topic, p.index)])
+        return version
+
+    async def wait_for_leaders(self, name: str, partitions: int, timeout_s: float) -> None:
+        """Cluster mode: CreateTopics answers once the controller elected every leader (or
+        the time is up), as Kafka's delayed topic creation does."""
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while asyncio.get_running_loop().time() < deadline:
+            infos = [self.metadata.partition(name, p) for p in range(partitions)]
+            if all(i is not None and i.leader >= 0 for i in infos):
+                return
+            await asyncio.sleep(0.05)
+
     async def start(self) -> None:
         await self.coordinator.start()
-        self.metadata.brokers = {b.broker_id: b for b in self.coordinator.live_brokers()}
-        self.metadata.controller_id = self.coordinator.controller_id
+        if not self.cluster_mode:
+            self.metadata.brokers = {b.broker_id: b for b in self.coordinator.live_brokers()}
+            self.metadata.controller_id = self.coordinator.controller_id
         for meta in list(self.coordinator.topics().values()):
             self.apply_topic(meta)
         dispatcher = Dispatcher(self)
@@ -117,6 +154,8 @@ class Broker:
         if self.advertised.port == 0:
             # An ephemeral listener port (tests): advertise the port actually bound.
             self.advertised.port = self.servers[0].bound_port
+        if self.controller is not None:
+            await self.controller.start()
         self._tasks = [
             asyncio.create_task(self._every(self.config.get("log.retention.check.interval.ms"),
                                             self._retention)),
@@ -165,7 +204,35 @@ class Broker:
             except Exception:
                 log.exception("periodic task %s failed", getattr(fn, "__name__", fn))
 
+    async def controlled_shutdown(self, attempts: int = 3) -> None:
+        """SIGTERM in a cluster: ask the controller to move leadership away first."""
+        from clients.aio.connection import BrokerConnection
+        for _ in range(attempts):
+            controller_id = self.coordinator.controller_id
+            node = self.metadata.broker(controller_id)
+            if controller_id == self.broker_id and self.controller is not None and self.controller.active:
+                remaining = await self.controller.controlled_shutdown(self.broker_id)
+                if not remaining:
+                    return
+            elif node is not None:
+                try:
+                    async with await BrokerConnection.connect(node.host, node.port, client_id="controlled-shutdown",
+                                                               timeout=5) as conn:
+                        r = await conn.request("ControlledShutdown", {"broker_id": self.broker_id, "broker_epoch": -1},
+                                               version=3, timeout=10)
+                    if r.error_code == 0 and not r.remaining_partitions:
+                        return
+                except Exception as e:
+                    log.info("controlled shutdown attempt failed: %s", e)
+            await asyncio.sleep(0.5)
+
     async def stop(self) -> None:
+        if self.cluster_mode:
+            try:
+                await asyncio.wait_for(self.controlled_shutdown(), 15)
+            except Exception:
+                log.exception("controlled shutdown failed; stopping anyway")
+            await self.controller.stop()
         for t in self._tasks:
             t.cancel()
         for s in self.servers:

@@ -89,6 +89,8 @@ class TopicAdmin:
             return TopicMetadata(name, uuid.UUID(int=0), plan, configs)
         meta = await self.broker.coordinator.create_topic(name, plan, configs)
         self.broker.apply_topic(meta)
+        if self.broker.cluster_mode:
+            await self.broker.wait_for_leaders(name, len(plan), 10.0)
         return meta
 
     async def delete(self, name: str) -> TopicMetadata:
@@ -98,9 +100,10 @@ class TopicAdmin:
         if not self.broker.config.get("delete.topic.enable"):
             raise TopicDeletionDisabledError("Topic deletion is disabled.")
         await self.broker.coordinator.delete_topic(name)
-        for p in list(meta.partitions):
-            self.broker.replicas.delete_partition(name, p)
-        self.broker.forget_topic(name)
+        if not self.broker.cluster_mode:      # in a cluster, the controller's StopReplica does it
+            for p in list(meta.partitions):
+                self.broker.replicas.delete_partition(name, p)
+            self.broker.forget_topic(name)
         return meta
 
     async def add_partitions(self, name: str, count: int, assignments: list[list[int]] | None,

@@ -78,7 +78,7 @@ class ReplicaManager:
     # ------------------------------------------------------------------ controller requests
     def apply_partition_state(self, topic: str, topic_id: uuid.UUID, index: int, leader: int,
                               leader_epoch: int, isr: list[int], replicas: list[int],
-                              partition_epoch: int, log_config: Any) -> int:
+                              partition_epoch: int, log_config: Any, controller_epoch: int = 0) -> int:
         """One partition of a LeaderAndIsr request; returns its error code."""
         if self.broker_id not in replicas:
             return Code.UNKNOWN_TOPIC_OR_PARTITION
@@ -87,6 +87,7 @@ class ReplicaManager:
                 and not (leader_epoch == existing.leader_epoch and partition_epoch > existing.partition_epoch):
             return Code.STALE_CONTROLLER_EPOCH
         p = self._get_or_create(topic, topic_id, index, log_config)
+        p.controller_epoch = controller_epoch
         was_follower = p.leader_id not in (-1, self.broker_id)
         if leader == self.broker_id:
             if was_follower and self.on_stop_following:

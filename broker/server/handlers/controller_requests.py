@@ -48,7 +48,7 @@ def leader_and_isr(broker, request, ctx) -> dict:
         cfg = broker.log_config_for(meta) if meta is not None else broker.default_log_config()
         code = broker.replicas.apply_partition_state(
             name, topic_id, s.partition_index, s.leader, s.leader_epoch, list(s.isr), list(s.replicas),
-            s.zk_version, cfg)
+            s.zk_version, cfg, s.controller_epoch)
         errors.append((name, topic_id, s.partition_index, code))
         if code == 0 and name == OFFSETS_TOPIC:
             if s.leader == broker.broker_id:
@@ -122,3 +122,13 @@ def stop_replica(broker, request, ctx) -> dict:
             broker.group_coordinator.on_resign(index)
         errors.append({"topic_name": name, "partition_index": index, "error_code": 0})
     return {"error_code": 0, "partition_errors": errors}
+
+
+@handles("ControlledShutdown", (0, 3))
+async def controlled_shutdown(broker, request, ctx) -> dict:
+    controller = broker.controller
+    remaining = await controller.controlled_shutdown(request.broker_id) if controller is not None else None
+    if remaining is None:
+        return {"error_code": Code.NOT_CONTROLLER, "remaining_partitions": []}
+    return {"error_code": 0, "remaining_partitions": [{"topic_name": t, "partition_index": p}
+                                                      for t, p in remaining]}

@@ -31,8 +31,10 @@ async def _lookup(broker, key: str, key_type: int) -> dict:
     if not await coordinator.ensure_offsets_topic():
         return {**none, "error_code": Code.COORDINATOR_NOT_AVAILABLE,
                 "error_message": f"The coordinator is not available: {OFFSETS_TOPIC} cannot be created."}
-    partition = broker.replicas.maybe_get(OFFSETS_TOPIC, coordinator.partition_for(key))
-    node = broker.node(partition.leader_id) if partition is not None else None
+    if broker.cluster_mode:
+        await broker.wait_for_leaders(OFFSETS_TOPIC, coordinator.num_partitions, 5.0)
+    info = broker.metadata.partition(OFFSETS_TOPIC, coordinator.partition_for(key))
+    node = broker.node(info.leader) if info is not None and info.leader >= 0 else None
     if node is None:
         return {**none, "error_code": Code.COORDINATOR_NOT_AVAILABLE,
                 "error_message": "The coordinator is not available."}

@@ -1,0 +1,434 @@
+"""The controller: exactly one broker at a time (the holder of ephemeral /controller)
+elects partition leaders and tells brokers, as Kafka's ZooKeeper-mode controller does.
+
+Every broker runs a `Controller`; it acts only while elected. ZooKeeper watch events and
+requests (controlled shutdown) go through ONE queue processed in order by one task, so the
+controller's logic is single-threaded. Every partition-state write is conditional on both
+the partition state's znode version and the /controller_epoch znode version, so a deposed
+controller can change nothing (invariant 4), and every request to brokers carries the
+controller epoch, which brokers check.
+
+Leader election (Kafka's OfflinePartitionLeaderElectionStrategy): the first replica, in
+assignment order, that is alive and in the ISR; if none and unclean.leader.election.enable,
+the first alive replica; otherwise the partition stays offline (leader -1) with its ISR.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from clients.aio.errors import KafkaConnectionError
+from clients.aio.pool import ConnectionPool
+
+from . import zk_paths as zp
+from .zookeeper import (BrokersChanged, ControllerChanged, ControllerMovedError, IsrChangesNotified,
+                        SessionReestablished, StaleZkVersionError, TopicDeletionsRequested, TopicModified,
+                        TopicsChanged, ZkCoordinator)
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+LEADER_DURING_DELETE = -2
+LEADER_AND_ISR_VERSION = 6
+UPDATE_METADATA_VERSION = 7
+STOP_REPLICA_VERSION = 3
+
+
+@dataclass
+class PState:
+    state: zp.PartitionState
+    zk_version: int
+
+
+class BrokerChannel:
+    """Requests to one broker, sent in order by one task; retried until delivered or the
+    broker leaves the cluster (Kafka's ControllerChannelManager)."""
+
+    def __init__(self, controller: "Controller", broker_id: int):
+        self.controller = controller
+        self.broker_id = broker_id
+        self.queue: asyncio.Queue[tuple[str, int, dict]] = asyncio.Queue()
+        self.task = asyncio.ensure_future(self._run())
+
+    async def _run(self) -> None:
+        pool = self.controller.pool
+        while True:
+            api, version, body = await self.queue.get()
+            while self.broker_id in self.controller.live:
+                node = self.controller.zk.broker_registrations().get(self.broker_id)
+                try:
+                    if node is not None:
+                        ep = self.controller.endpoint(node)
+                        pool.set_address(self.broker_id, ep[0], ep[1])
+                    conn = await pool.get(self.broker_id)
+                    await conn.request(api, body, version=version)
+                    break
+                except (KafkaConnectionError, OSError, asyncio.TimeoutError) as e:
+                    log.info("controller: %s to broker %d failed (%s); retrying", api, self.broker_id, e)
+                    await asyncio.sleep(0.2)
+
+    def stop(self) -> None:
+        self.task.cancel()
+
+
+class Controller:
+    def __init__(self, broker: Any, zk: ZkCoordinator, clock: Callable[[], float] | None = None):
+        self.broker = broker
+        self.zk = zk
+        self.broker_id = broker.broker_id
+        self.unclean = broker.config.get("unclean.leader.election.enable")
+        self.listener = broker.listener_name
+        self.epoch: int | None = None
+        self.epoch_zk_version: int | None = None
+        self.live: set[int] = set()
+        self.states: dict[TopicPartition, PState] = {}
+        self.assignments: dict[str, dict[int, list[int]]] = {}
+        self.shutting_down: set[int] = set()
+        self.pool = ConnectionPool(client_id=f"controller-{self.broker_id}")
+        self.channels: dict[int, BrokerChannel] = {}
+        self.events: asyncio.Queue = asyncio.Queue()
+        self._task: asyncio.Task | None = None
+        self._unsubscribe: Callable[[], None] | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.epoch is not None
+
+    # ================================================================== lifecycle
+    async def start(self) -> None:
+        self._unsubscribe = self.zk.subscribe(self.events.put_nowait)
+        self._task = asyncio.ensure_future(self._process())
+        self.events.put_nowait(("elect",))
+
+    async def stop(self) -> None:
+        if self._unsubscribe:
+            self._unsubscribe()
+        if self._task:
+            self._task.cancel()
+        self._stand_down()
+        await self.pool.close_all()
+
+    async def _process(self) -> None:
+        while True:
+            event = await self.events.get()
+            try:
+                await self._handle(event)
+            except ControllerMovedError:
+                log.warning("controller %d: another broker became controller; standing down", self.broker_id)
+                self._stand_down()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("controller %d: event %r failed", self.broker_id, event)
+
+    async def _handle(self, event: Any) -> None:
+        if event == ("elect",) or (isinstance(event, ControllerChanged) and event.controller_id == zp.NO_LEADER):
+            if not self.active:
+                await self._elect()
+            return
+        if isinstance(event, ControllerChanged):
+            if self.active and event.controller_id != self.broker_id:
+                self._stand_down()
+            return
+        if isinstance(event, SessionReestablished):
+            self._stand_down()
+            await self._elect()
+            return
+        if isinstance(event, tuple) and event[0] == "controlled_shutdown":
+            _, broker_id, fut = event
+            if not self.active:
+                fut.set_result(None)
+            else:
+                fut.set_result(await self._controlled_shutdown(broker_id))
+            return
+        if not self.active:
+            return
+        if isinstance(event, BrokersChanged):
+            await self._on_brokers_changed(set(event.added), set(event.removed))
+        elif isinstance(event, (TopicsChanged, TopicModified)):
+            await self._on_topics_changed()
+        elif isinstance(event, TopicDeletionsRequested):
+            await self._on_deletions(set(event.topics))
+        elif isinstance(event, IsrChangesNotified):
+            await self._on_isr_changes()
+
+    def _stand_down(self) -> None:
+        if self.epoch is not None:
+            log.info("controller %d: resigning at epoch %d", self.broker_id, self.epoch)
+        self.epoch = None
+        self.epoch_zk_version = None
+        for ch in self.channels.values():
+            ch.stop()
+        self.channels.clear()
+
+    # ================================================================== election
+    async def _elect(self) -> None:
+        epoch = await self.zk.try_elect_controller(self.broker_id)
+        if epoch is None:
+            return
+        self.epoch = epoch
+        self.epoch_zk_version = self.zk.controller_epoch_zk_version
+        log.info("controller %d: elected at epoch %d", self.broker_id, epoch)
+        await self._on_become_controller()
+
+    async def _on_become_controller(self) -> None:
+        self.live = {b.broker_id for b in self.zk.live_brokers()}
+        for b in self.live:
+            self._channel(b)
+        self.assignments = {name: dict(t.partitions) for name, t in self.zk.topics().items()}
+        tps = [(t, p) for t, parts in self.assignments.items() for p in parts]
+        got = await self.zk.get_partition_states(tps)
+        self.states = {tp: PState(s, v) for tp, (s, v) in got.items()}
+        await self._initialize_new_partitions()
+        # Partitions whose leader is gone (or that have none) get one now.
+        await self._elect_leaders([tp for tp, ps in self.states.items() if ps.state.leader not in self.live])
+        self._send_update_metadata(self.live, list(self.states))
+        for b in self.live:
+            self._send_leader_and_isr(b, [tp for tp in self.states if b in self._replicas(tp)])
+        pending = await self.zk.topics_marked_for_deletion()
+        if pending:
+            await self._on_deletions(pending)
+        await self._on_isr_changes()
+
+    # ================================================================== state changes
+    def _replicas(self, tp: TopicPartition) -> list[int]:
+        return self.assignments.get(tp[0], {}).get(tp[1], [])
+
+    async def _initialize_new_partitions(self) -> list[TopicPartition]:
+        new = {}
+        for topic, parts in self.assignments.items():
+            if topic in self.zk.topics_pending_deletion():
+                continue
+            for p, replicas in parts.items():
+                if (topic, p) not in self.states:
+                    alive = [r for r in replicas if r in self.live]
+                    leader = alive[0] if alive else zp.NO_LEADER
+                    new[(topic, p)] = zp.PartitionState(leader, 0, alive, self.epoch)
+        if not new:
+            return []
+        results = await self.zk.create_partition_states(new, controller_epoch_zk_version=self.epoch_zk_version)
+        created = []
+        for tp, r in results.items():
+            if isinstance(r, ControllerMovedError):
+                raise r
+            if isinstance(r, Exception):
+                got = await self.zk.get_partition_state(*tp)
+                if got is not None:
+                    self.states[tp] = PState(*got)
+                continue
+            self.states[tp] = PState(new[tp], r)
+            created.append(tp)
+        return created
+
+    def _choose_leader(self, tp: TopicPartition, isr: list[int], exclude: set[int] = frozenset()) -> tuple[int, bool]:
+        replicas = self._replicas(tp)
+        for r in replicas:
+            if r in self.live and r in isr and r not in exclude:
+                return r, False
+        if self.unclean:
+            for r in replicas:
+                if r in self.live and r not in exclude:
+                    return r, True
+        return zp.NO_LEADER, False
+
+    async def _write_states(self, updates: dict[TopicPartition, zp.PartitionState]) -> list[TopicPartition]:
+        """Conditional writes; a stale version is re-read and reported unchanged."""
+        if not updates:
+            return []
+        req = {tp: (s, self.states[tp].zk_version) for tp, s in updates.items()}
+        results = await self.zk.update_partition_states(req, controller_epoch_zk_version=self.epoch_zk_version)
+        done = []
+        for tp, r in results.items():
+            if isinstance(r, ControllerMovedError):
+                raise r
+            if isinstance(r, StaleZkVersionError):
+                got = await self.zk.get_partition_state(*tp)
+                if got is not None:
+                    self.states[tp] = PState(*got)
+                continue
+            if isinstance(r, Exception):
+                log.warning("controller: writing %s failed: %s", tp, r)
+                continue
+            self.states[tp] = PState(updates[tp], r)
+            done.append(tp)
+        return done
+
+    async def _elect_leaders(self, tps: list[TopicPartition], exclude: set[int] = frozenset()) -> list[TopicPartition]:
+        updates = {}
+        for tp in tps:
+            ps = self.states.get(tp)
+            if ps is None:
+                continue
+            s = ps.state
+            leader, unclean = self._choose_leader(tp, s.isr, exclude)
+            if leader == s.leader and leader != zp.NO_LEADER:
+                continue
+            if leader == zp.NO_LEADER:
+                if s.leader == zp.NO_LEADER:
+                    continue
+                # Offline: keep the ISR as it was (it tells who may be elected cleanly later).
+                updates[tp] = zp.PartitionState(zp.NO_LEADER, s.leader_epoch + 1, s.isr, self.epoch)
+                continue
+            isr = [leader] if unclean else [r for r in s.isr if r in self.live and r not in exclude]
+            updates[tp] = zp.PartitionState(leader, s.leader_epoch + 1, isr, self.epoch,
+                                            zp.LEADER_RECOVERY_RECOVERING if unclean else zp.LEADER_RECOVERY_RECOVERED)
+            if unclean:
+                log.warning("controller: UNCLEAN leader election of %s-%d: %d", tp[0], tp[1], leader)
+        return await self._write_states(updates)
+
+    async def _remove_from_isr(self, tps: list[TopicPartition], brokers: set[int]) -> list[TopicPartition]:
+        updates = {}
+        for tp in tps:
+            s = self.states[tp].state
+            if s.leader in brokers or not (set(s.isr) & brokers):
+                continue
+            new_isr = [r for r in s.isr if r not in brokers]
+            updates[tp] = zp.PartitionState(s.leader, s.leader_epoch + 1, new_isr, self.epoch)
+        return await self._write_states(updates)
+
+    # ================================================================== events
+    async def _on_brokers_changed(self, added: set[int], removed: set[int]) -> None:
+        self.live = {b.broker_id for b in self.zk.live_brokers()}
+        for b in removed:
+            ch = self.channels.pop(b, None)
+            if ch:
+                ch.stop()
+            self.shutting_down.discard(b)
+        for b in added:
+            self._channel(b)
+        changed: set[TopicPartition] = set()
+        if removed:
+            led = [tp for tp, ps in self.states.items() if ps.state.leader in removed]
+            changed |= set(await self._elect_leaders(led))
+            followed = [tp for tp, ps in self.states.items() if set(ps.state.isr) & removed]
+            changed |= set(await self._remove_from_isr(followed, removed))
+        if added:
+            # Offline partitions may have a leader again.
+            offline = [tp for tp, ps in self.states.items() if ps.state.leader == zp.NO_LEADER]
+            changed |= set(await self._elect_leaders(offline))
+        log.info("controller: brokers +%s -%s live %s; %d partitions changed", sorted(added), sorted(removed),
+                 sorted(self.live), len(changed))
+        self._send_update_metadata(self.live, list(self.states))
+        for b in self.live:
+            tps = [tp for tp in self.states if b in self._replicas(tp) and (b in added or tp in changed)]
+            if tps:
+                self._send_leader_and_isr(b, tps)
+
+    async def _on_topics_changed(self) -> None:
+        self.assignments = {name: dict(t.partitions) for name, t in self.zk.topics().items()}
+        created = await self._initialize_new_partitions()
+        if created:
+            self._send_update_metadata(self.live, created)
+            for b in self.live:
+                tps = [tp for tp in created if b in self._replicas(tp)]
+                if tps:
+                    self._send_leader_and_isr(b, tps)
+
+    async def _on_deletions(self, topics: set[str]) -> None:
+        for topic in topics:
+            tps = [tp for tp in self.states if tp[0] == topic]
+            for b in self.live:
+                mine = [tp for tp in tps if b in self._replicas(tp)]
+                if mine:
+                    self._send_stop_replica(b, mine, delete=True)
+            self._send_update_metadata(self.live, tps, deleting=True)
+            await self.zk.complete_topic_deletion(topic, controller_epoch_zk_version=self.epoch_zk_version)
+            for tp in tps:
+                self.states.pop(tp, None)
+            self.assignments.pop(topic, None)
+            log.info("controller: deleted topic %s", topic)
+
+    async def _on_isr_changes(self) -> None:
+        notes = await self.zk.isr_change_notifications()
+        if not notes:
+            return
+        tps = set().union(*notes.values())
+        got = await self.zk.get_partition_states([tp for tp in tps if tp[0] in self.assignments])
+        for tp, (s, v) in got.items():
+            self.states[tp] = PState(s, v)
+        await self.zk.delete_isr_change_notifications(notes)
+        self._send_update_metadata(self.live, list(got))
+
+    async def _controlled_shutdown(self, broker_id: int) -> list[TopicPartition]:
+        """Move leadership off `broker_id` and take it out of ISRs; the partitions it still
+        leads (no other in-sync replica) are returned."""
+        self.shutting_down.add(broker_id)
+        led = [tp for tp, ps in self.states.items() if ps.state.leader == broker_id and len(self._replicas(tp)) > 1]
+        changed = set(await self._elect_leaders(led, exclude={broker_id}))
+        followed = [tp for tp, ps in self.states.items() if broker_id in ps.state.isr and ps.state.leader != broker_id]
+        changed |= set(await self._remove_from_isr(followed, {broker_id}))
+        self._send_update_metadata(self.live, list(changed))
+        for b in self.live:
+            tps = [tp for tp in changed if b in self._replicas(tp)]
+            if tps:
+                self._send_leader_and_isr(b, tps)
+        return [tp for tp, ps in self.states.items() if ps.state.leader == broker_id]
+
+    async def controlled_shutdown(self, broker_id: int) -> list[TopicPartition] | None:
+        """For the ControlledShutdown handler: None when this broker is not controller."""
+        fut = asyncio.get_running_loop().create_future()
+        self.events.put_nowait(("controlled_shutdown", broker_id, fut))
+        return await fut
+
+    # ================================================================== requests to brokers
+    def endpoint(self, reg: Any) -> tuple[str, int]:
+        for ep in reg.endpoints:
+            if ep.listener_name == self.listener:
+                return ep.host, ep.port
+        ep = reg.endpoints[0]
+        return ep.host, ep.port
+
+    def _channel(self, broker_id: int) -> BrokerChannel:
+        ch = self.channels.get(broker_id)
+        if ch is None:
+            ch = self.channels[broker_id] = BrokerChannel(self, broker_id)
+        return ch
+
+    def _partition_state(self, tp: TopicPartition, deleting: bool = False) -> dict:
+        s = self.states[tp].state
+        return {"partition_index": tp[1], "controller_epoch": s.controller_epoch,
+                "leader": LEADER_DURING_DELETE if deleting else s.leader, "leader_epoch": s.leader_epoch,
+                "isr": list(s.isr), "zk_version": self.states[tp].zk_version, "replicas": self._replicas(tp),
+                "offline_replicas": [r for r in self._replicas(tp) if r not in self.live],
+                "adding_replicas": [], "removing_replicas": [], "is_new": False,
+                "leader_recovery_state": s.leader_recovery_state}
+
+    def _topic_id(self, topic: str) -> Any:
+        meta = self.zk.topics().get(topic)
+        return meta.topic_id if meta else None
+
+    def _by_topic(self, tps: list[TopicPartition], deleting: bool = False) -> list[dict]:
+        topics: dict[str, list[dict]] = {}
+        for tp in tps:
+            if tp in self.states:
+                topics.setdefault(tp[0], []).append(self._partition_state(tp, deleting))
+        return [{"topic_name": t, "topic_id": self._topic_id(t), "partition_states": ps} for t, ps in topics.items()]
+
+    def _send_leader_and_isr(self, broker_id: int, tps: list[TopicPartition]) -> None:
+        leaders = {self.states[tp].state.leader for tp in tps if tp in self.states} - {zp.NO_LEADER}
+        regs = self.zk.broker_registrations()
+        body = {"controller_id": self.broker_id, "controller_epoch": self.epoch, "broker_epoch": -1,
+                "type": 0, "topic_states": self._by_topic(tps),
+                "live_leaders": [{"broker_id": b, "host_name": self.endpoint(regs[b])[0],
+                                  "port": self.endpoint(regs[b])[1]} for b in leaders if b in regs]}
+        self._channel(broker_id).queue.put_nowait(("LeaderAndIsr", LEADER_AND_ISR_VERSION, body))
+
+    def _send_update_metadata(self, brokers: set[int], tps: list[TopicPartition], deleting: bool = False) -> None:
+        regs = self.zk.broker_registrations()
+        live = [{"id": b, "endpoints": [{"port": ep.port, "host": ep.host, "listener": ep.listener_name,
+                                         "security_protocol": 0} for ep in regs[b].endpoints],
+                 "rack": regs[b].rack} for b in sorted(self.live) if b in regs]
+        body = {"controller_id": self.broker_id, "controller_epoch": self.epoch, "broker_epoch": -1,
+                "live_brokers": live, "topic_states": self._by_topic(tps, deleting)}
+        for b in brokers:
+            self._channel(b).queue.put_nowait(("UpdateMetadata", UPDATE_METADATA_VERSION, body))
+
+    def _send_stop_replica(self, broker_id: int, tps: list[TopicPartition], delete: bool) -> None:
+        topics: dict[str, list[dict]] = {}
+        for t, p in tps:
+            topics.setdefault(t, []).append({"partition_index": p, "leader_epoch": -1, "delete_partition": delete})
+        body = {"controller_id": self.broker_id, "controller_epoch": self.epoch, "broker_epoch": -1,
+                "topic_states": [{"topic_name": t, "partition_states": ps} for t, ps in topics.items()]}
+        self._channel(broker_id).queue.put_nowait(("StopReplica", STOP_REPLICA_VERSION, body))
