@@ -1,15 +1,371 @@
 #!/usr/bin/env bash
-# Set up (as bin/run-tests.sh does) and start strom in the foreground; Ctrl-C stops it.
-# For now this is ONE standalone broker (config/server.properties) on 127.0.0.1:9092; the
-# three-broker cluster with ZooKeeper (config/server-0..2.properties) replaces it when it lands.
+# Set up (as bin/run-tests.sh does: .venv; as root, apt-get install of Debian's zookeeper
+# package and kcat when missing) and start strom.
+#
+#   bin/start-cluster.sh [--brokers N] [--data-dir DIR] [--timeout SECONDS]
+#       The cluster: one ZooKeeper (config/zookeeper.properties, 127.0.0.1:2181) and N brokers
+#       (default 3; config/server-0..2.properties on 127.0.0.1:9092..9094, further ones
+#       generated into DIR/config/ on the next ports), in the background. Waits until every
+#       broker is registered in /brokers/ids and a controller is elected, then prints the
+#       bootstrap servers and how to stop them (bin/stop-cluster.sh).
+#   bin/start-cluster.sh --standalone [--data-dir DIR]
+#       One standalone broker (config/server.properties, 127.0.0.1:9092) in the foreground;
+#       Ctrl-C stops it.
+#
+#   --data-dir DIR   where data, pid files (DIR/run/) and logs (DIR/logs/) go; default ./data,
+#                    the directories the config files name. Another DIR overrides the
+#                    brokers' log.dirs (DIR/kafka-logs-N, standalone: DIR/kafka-logs) and
+#                    ZooKeeper's dataDir (DIR/zookeeper).
+#   --timeout S      how long to wait for ZooKeeper, registrations and a controller (90)
+#   --no-setup       skip the set-up (no apt-get, no pip)
+#   --dry-run        print what would be done, start nothing
+#
+# Until cluster mode is built (zkcoord/zookeeper.py, used by the broker), the default falls
+# back to --standalone with a message. STROM_FORCE_CLUSTER=1 starts the cluster anyway
+# (to test this script).
 set -euo pipefail
+usage() {
+    sed -n '2,25s/^# \{0,1\}//p' "$0" >&2
+    exit "${1:-1}"
+}
+
+brokers=3 data_dir="" standalone=0 dry_run=0 setup=1 brokers_given=0
+timeout=${STROM_START_TIMEOUT:-90}
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --brokers) [ $# -ge 2 ] || usage; brokers=$2; brokers_given=1; shift 2 ;;
+        --brokers=*) brokers=${1#*=}; brokers_given=1; shift ;;
+        --data-dir) [ $# -ge 2 ] || usage; data_dir=$2; shift 2 ;;
+        --data-dir=*) data_dir=${1#*=}; shift ;;
+        --timeout) [ $# -ge 2 ] || usage; timeout=$2; shift 2 ;;
+        --timeout=*) timeout=${1#*=}; shift ;;
+        --standalone) standalone=1; shift ;;
+        --dry-run) dry_run=1; shift ;;
+        --no-setup) setup=0; shift ;;
+        -h | --help) usage 0 ;;
+        *) echo "$0: unknown argument: $1" >&2; usage ;;
+    esac
+done
+[[ "$brokers" =~ ^[1-9][0-9]*$ ]] || { echo "$0: --brokers wants a positive number, not '$brokers'" >&2; exit 1; }
+[[ "$timeout" =~ ^[1-9][0-9]*$ ]] || { echo "$0: --timeout wants seconds, not '$timeout'" >&2; exit 1; }
+# --data-dir is relative to where the script was called from, not to the repository
+[ -z "$data_dir" ] || data_dir="$(realpath -m -- "$data_dir")"
+
 cd "$(dirname "$0")/.."
 # shellcheck source=bin/_setup.sh
 source bin/_setup.sh
 
-strom_setup
+default_dir="$STROM_ROOT/data"
+[ -n "$data_dir" ] || data_dir="$default_dir"
+custom_dir=0
+[ "$data_dir" = "$default_dir" ] || custom_dir=1
+run_dir="$data_dir/run"
+log_dir="$data_dir/logs"
+stop_hint="bin/stop-cluster.sh"
+[ "$custom_dir" = 0 ] || stop_hint="bin/stop-cluster.sh --data-dir $data_dir"
+
+show() { echo "+ $*"; }   # --dry-run: what would run
+
+# A property's last value in a .properties file (simple KEY=VALUE lines, as ours are).
+prop() {
+    sed -n "s/^[[:space:]]*${2//./\\.}[[:space:]]*[=:][[:space:]]*//p" "$1" | tail -n 1 | sed 's/[[:space:]]*$//'
+}
+
+port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# A four-letter-word command to ZooKeeper on 127.0.0.1:PORT; prints the answer.
+zk_word() {
+    ( exec 3<>"/dev/tcp/127.0.0.1/$1" && printf '%s' "$2" >&3 && timeout 2 cat <&3 ) 2>/dev/null || true
+}
+
+# The pid recorded in a pid file if that process runs, is what the file says, and is no zombie.
+alive() {
+    local pid
+    pid="$(strom_pid_of "$1")" || return 1
+    ! grep -q '^State:[[:space:]]*Z' "/proc/$pid/status" 2>/dev/null
+}
+
+if [ "$setup" = 1 ] && [ "$dry_run" = 0 ]; then
+    strom_setup
+fi
 if [ ! -f broker/__main__.py ]; then
     say "broker/__main__.py is missing: this tree has no runnable broker yet"
     exit 1
 fi
-strom_launch broker server 0 "$STROM_VENV/bin/python" -m broker config/server.properties
+
+############################# standalone #############################
+
+start_standalone() {
+    local args=(config/server.properties) pidfile="$run_dir/broker-server.pid" pid
+    [ "$custom_dir" = 0 ] || args+=(--override "log.dirs=$data_dir/kafka-logs")
+    [ "$brokers_given" = 0 ] || say "--brokers $brokers is ignored by the standalone broker"
+    if [ "$dry_run" = 1 ]; then
+        show "exec bin/kafka-server-start.sh ${args[*]}   # foreground, pid -> $pidfile"
+        exit 0
+    fi
+    if pid="$(strom_pid_of "$pidfile")"; then
+        say "the standalone broker is already running (pid $pid, $pidfile)"
+        exit 1
+    fi
+    mkdir -p "$run_dir"
+    echo $$ > "$pidfile"   # exec keeps the pid: this becomes the broker's
+    say "starting the standalone broker on 127.0.0.1:$(prop config/server.properties listeners | sed 's/.*://') in the foreground; Ctrl-C stops it"
+    exec bin/kafka-server-start.sh "${args[@]}"
+}
+
+if [ "$standalone" = 1 ]; then
+    start_standalone
+fi
+# Cluster mode exists once zkcoord/zookeeper.py does and the broker uses it.
+cluster_built() {
+    [ -f zkcoord/zookeeper.py ] &&
+        grep -rqs --include='*.py' -e 'ZkCoordinator' -e 'zkcoord\.zookeeper' broker/
+}
+if ! cluster_built && [ "${STROM_FORCE_CLUSTER:-0}" != 1 ]; then
+    say "cluster mode is not built yet (zkcoord/zookeeper.py, used by the broker): starting" \
+        "the standalone broker instead, as bin/start-cluster.sh --standalone does"
+    start_standalone
+fi
+
+############################# cluster #############################
+
+# ZooKeeper's config: ours, or a copy with dataDir in DIR.
+zk_config=config/zookeeper.properties
+if [ "$custom_dir" = 1 ]; then
+    zk_config="$data_dir/config/zookeeper.properties"
+fi
+zk_port="$(prop config/zookeeper.properties clientPort)"
+
+# Broker i's config and the --override arguments it gets.
+broker_config() {
+    local i=$1
+    if [ -f "config/server-$i.properties" ] && [ "$i" -le 2 ]; then
+        echo "config/server-$i.properties"
+    else
+        echo "$data_dir/config/server-$i.properties"
+    fi
+}
+broker_port() {
+    local i=$1
+    if [ -f "config/server-$i.properties" ] && [ "$i" -le 2 ]; then
+        prop "config/server-$i.properties" listeners | sed 's/.*://'
+    else
+        echo $((9092 + i))
+    fi
+}
+broker_overrides() {   # one word per line
+    local i=$1 n=$brokers
+    [ "$custom_dir" = 0 ] || printf '%s\n' --override "log.dirs=$data_dir/kafka-logs-$i"
+    if [ "$n" -lt 3 ]; then   # internal topics cannot have more replicas than brokers
+        printf '%s\n' --override "offsets.topic.replication.factor=$n" \
+            --override "transaction.state.log.replication.factor=$n" \
+            --override "transaction.state.log.min.isr=$((n < 2 ? n : 2))"
+    fi
+}
+
+generate_configs() {
+    local i port logs
+    if [ "$custom_dir" = 1 ] || [ "$brokers" -gt 3 ]; then
+        mkdir -p "$data_dir/config"
+    fi
+    if [ "$custom_dir" = 1 ]; then
+        sed "s#^dataDir=.*#dataDir=$data_dir/zookeeper#" config/zookeeper.properties > "$zk_config"
+    fi
+    for ((i = 3; i < brokers; i++)); do
+        port="$(broker_port "$i")"
+        logs="./data/kafka-logs-$i"
+        [ "$custom_dir" = 0 ] || logs="$data_dir/kafka-logs-$i"
+        sed -e "1s#.*#\# strom broker configuration: broker $i, generated by bin/start-cluster.sh from config/server-2.properties#" \
+            -e "s/^broker\.id=.*/broker.id=$i/" \
+            -e "s#^listeners=.*#listeners=PLAINTEXT://127.0.0.1:$port#" \
+            -e "s#your\.host\.name:[0-9]*#your.host.name:$port#" \
+            -e "s#^log\.dirs=.*#log.dirs=$logs#" \
+            -e "s/^#strom\.metrics\.port=.*/#strom.metrics.port=$((9404 + i))/" \
+            -e "s/^#broker\.rack=.*/#broker.rack=rack-$i/" \
+            config/server-2.properties > "$(broker_config "$i")"
+    done
+}
+
+bootstrap=""
+for ((i = 0; i < brokers; i++)); do
+    bootstrap="${bootstrap:+$bootstrap,}127.0.0.1:$(broker_port "$i")"
+done
+zk_connect="$(prop config/server-0.properties zookeeper.connect)"
+
+if [ "$dry_run" = 1 ]; then
+    [ "$custom_dir" = 0 ] || show "generate $zk_config (dataDir=$data_dir/zookeeper)"
+    for ((i = 3; i < brokers; i++)); do
+        show "generate $(broker_config "$i") from config/server-2.properties (port $(broker_port "$i"))"
+    done
+    show "nohup bin/zookeeper-server-start.sh $zk_config > $log_dir/zookeeper-zookeeper.out &   # pid -> $run_dir/zookeeper-zookeeper.pid"
+    show "wait until ZooKeeper on 127.0.0.1:$zk_port serves (ruok/srvr)"
+    for ((i = 0; i < brokers; i++)); do
+        cfg="$(broker_config "$i")"
+        mapfile -t overrides < <(broker_overrides "$i")
+        show "nohup bin/kafka-server-start.sh $cfg" "${overrides[@]}" \
+            "> $log_dir/broker-$(basename "$cfg" .properties).out &   # pid -> $run_dir/broker-$(basename "$cfg" .properties).pid"
+    done
+    show "wait until $brokers brokers are in $zk_connect /brokers/ids and /controller exists"
+    echo "bootstrap servers: $bootstrap"
+    echo "stop with: $stop_hint"
+    exit 0
+fi
+
+# Refuse to start twice, or onto ports something else holds.
+for file in "$run_dir"/*.pid; do
+    [ -e "$file" ] || continue
+    if pid="$(strom_pid_of "$file")"; then
+        say "$(basename "$file" .pid) is already running (pid $pid, $file): stop with $stop_hint"
+        exit 1
+    fi
+    rm -f "$file"
+done
+for port in "$zk_port" $(echo "$bootstrap" | tr ',' '\n' | sed 's/.*://'); do
+    if port_in_use "$port"; then
+        say "127.0.0.1:$port is already in use (another cluster, or bin/start-cluster.sh --standalone?)"
+        exit 1
+    fi
+done
+
+mkdir -p "$run_dir" "$log_dir"
+generate_configs
+
+started=()   # pid files of what this run started
+ok=0
+on_exit() {
+    local kind file pid pids
+    [ "$ok" = 1 ] && return 0
+    for kind in broker zookeeper; do   # brokers first, so that they can still deregister
+        pids=()
+        for file in "${started[@]}"; do
+            [[ "$(basename "$file")" == "$kind"-* ]] || continue
+            pid="$(strom_pid_of "$file")" && pids+=("$pid")
+            rm -f "$file"
+        done
+        if [ ${#pids[@]} -gt 0 ]; then
+            say "start failed: stopping $kind pid(s) ${pids[*]} (logs in $log_dir/)"
+            STROM_STOP_TIMEOUT=10 strom_stop "${pids[@]}"
+        fi
+    done
+}
+trap on_exit EXIT
+trap 'exit 130' INT TERM
+
+# Run a bin/ start script in the foreground mode under nohup, in the background: it execs the
+# server, so $! is the server's pid. Waits (up to 5 s) until that exec happened. The script
+# itself records the pid in data/run/ too; with another data dir that copy is removed, so
+# that only DIR/run/ has it.
+launch() {
+    local kind=$1 name=$2 pidfile log pid i
+    shift 2
+    pidfile="$run_dir/$kind-$name.pid"
+    log="$log_dir/$kind-$name.out"
+    nohup "$@" > "$log" 2>&1 < /dev/null &
+    pid=$!
+    echo "$pid" > "$pidfile"
+    started+=("$pidfile")
+    say "started $kind $name in the background (pid $pid); output in $log"
+    for ((i = 0; i < 100; i++)); do
+        alive "$pidfile" && break
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.05
+    done
+    if [ "$custom_dir" = 1 ] && [ "$(cat "data/run/$kind-$name.pid" 2>/dev/null)" = "$pid" ]; then
+        rm -f "data/run/$kind-$name.pid"
+    fi
+}
+
+# Print the last lines of the output of every started process that is gone.
+report_dead() {
+    local file
+    for file in "${started[@]}"; do
+        alive "$file" && continue
+        say "$(basename "$file" .pid) exited; the end of $log_dir/$(basename "$file" .pid).out:"
+        tail -n 30 "$log_dir/$(basename "$file" .pid).out" >&2 || true
+    done
+}
+
+launch zookeeper zookeeper bin/zookeeper-server-start.sh "$zk_config"
+deadline=$((SECONDS + timeout))
+until zk_word "$zk_port" srvr | grep -q '^Mode:'; do
+    if ! alive "$run_dir/zookeeper-zookeeper.pid"; then
+        report_dead
+        exit 1
+    fi
+    if [ "$SECONDS" -ge "$deadline" ]; then
+        say "ZooKeeper does not serve on 127.0.0.1:$zk_port after ${timeout}s"
+        exit 1
+    fi
+    sleep 0.2
+done
+say "ZooKeeper serves on 127.0.0.1:$zk_port"
+
+broker_pids=()
+for ((i = 0; i < brokers; i++)); do
+    cfg="$(broker_config "$i")"
+    mapfile -t overrides < <(broker_overrides "$i")
+    launch broker "$(basename "$cfg" .properties)" bin/kafka-server-start.sh "$cfg" "${overrides[@]}"
+    broker_pids+=("$(cat "$run_dir/broker-$(basename "$cfg" .properties).pid")")
+done
+
+say "waiting until $brokers brokers are registered in ZooKeeper ($zk_connect) and a controller is elected"
+if ! "$STROM_VENV/bin/python" - "$zk_connect" "$brokers" "$((deadline - SECONDS))" "${broker_pids[@]}" <<'EOF'
+import json, logging, os, sys, time
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+
+logging.getLogger("kazoo").setLevel(logging.CRITICAL)
+connect, want, timeout, pids = sys.argv[1], int(sys.argv[2]), max(float(sys.argv[3]), 5.0), sys.argv[4:]
+hosts, slash, chroot = connect.partition("/")
+root = "/" + chroot.strip("/") if slash and chroot.strip("/") else ""
+
+def running(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+zk = KazooClient(hosts=hosts, timeout=10.0)
+zk.start(timeout=15)
+deadline, ids, controller, said = time.monotonic() + timeout, [], None, 0.0
+try:
+    while True:
+        dead = [p for p in pids if not running(p)]
+        if dead:
+            print(f"[strom] broker process(es) {' '.join(dead)} exited", file=sys.stderr)
+            sys.exit(2)
+        try:
+            ids = sorted(int(c) for c in zk.get_children(root + "/brokers/ids"))
+        except NoNodeError:
+            ids = []
+        try:
+            controller = json.loads(zk.get(root + "/controller")[0])["brokerid"]
+        except (NoNodeError, ValueError, KeyError, TypeError):
+            controller = None
+        if len(ids) >= want and controller is not None:
+            print(f"[strom] brokers {ids} registered; broker {controller} is the controller",
+                  file=sys.stderr)
+            sys.exit(0)
+        now = time.monotonic()
+        if now >= deadline:
+            print(f"[strom] after {timeout:.0f}s: registered brokers {ids}, controller {controller}",
+                  file=sys.stderr)
+            sys.exit(1)
+        if now - said >= 10:
+            said = now
+            print(f"[strom] registered so far: {ids or 'none'}; controller: {controller}",
+                  file=sys.stderr)
+        time.sleep(0.2)
+finally:
+    zk.stop()
+    zk.close()
+EOF
+then
+    report_dead
+    exit 1
+fi
+
+ok=1
+echo "bootstrap servers: $bootstrap"
+echo "stop with: $stop_hint"

@@ -1,15 +1,38 @@
 #!/usr/bin/env bash
-# Stop what the bin/ scripts started from this checkout: first the brokers, then ZooKeeper
-# (so that brokers can still deregister), as recorded in data/run/*.pid. Stale pid files
-# (the process is gone, or the pid now belongs to something else) are removed untouched.
+# Stop what bin/start-cluster.sh (and the other bin/ start scripts) started from this checkout:
+# first every broker, then ZooKeeper (so that brokers can still deregister), by the pids
+# recorded in DIR/run/*.pid. Stale pid files (the process is gone, or the pid now belongs to
+# something else) are removed untouched.
+#
+#   bin/stop-cluster.sh [--data-dir DIR]     DIR: as given to bin/start-cluster.sh (./data)
+#
+# Brokers get SIGTERM together and $STROM_STOP_TIMEOUT seconds (30) to shut down before SIGKILL.
 set -euo pipefail
+usage() {
+    sed -n '2,9s/^# \{0,1\}//p' "$0" >&2
+    exit "${1:-1}"
+}
+data_dir=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --data-dir) [ $# -ge 2 ] || usage; data_dir=$2; shift 2 ;;
+        --data-dir=*) data_dir=${1#*=}; shift ;;
+        -h | --help) usage 0 ;;
+        *) echo "$0: unknown argument: $1" >&2; usage ;;
+    esac
+done
+# --data-dir is relative to where the script was called from
+[ -z "$data_dir" ] || data_dir="$(realpath -m -- "$data_dir")"
 cd "$(dirname "$0")/.."
 # shellcheck source=bin/_setup.sh
 source bin/_setup.sh
+[ -n "$data_dir" ] || data_dir="$STROM_ROOT/data"
+run_dir="$data_dir/run"
 
+stopped=0
 stop_kind() {
     local kind=$1 file pid pids=()
-    for file in data/run/"$kind"-*.pid; do
+    for file in "$run_dir/$kind"-*.pid; do
         [ -e "$file" ] || continue
         if pid="$(strom_pid_of "$file")"; then
             say "stopping $(basename "$file" .pid) (pid $pid)"
@@ -17,9 +40,15 @@ stop_kind() {
         fi
         rm -f "$file"
     done
-    [ ${#pids[@]} -eq 0 ] || strom_stop "${pids[@]}"
+    [ ${#pids[@]} -eq 0 ] && return 0
+    strom_stop "${pids[@]}"
+    stopped=$((stopped + ${#pids[@]}))
 }
 
 stop_kind broker
 stop_kind zookeeper
-say "stopped"
+if [ "$stopped" -eq 0 ]; then
+    say "nothing to stop (no running process in $run_dir/*.pid)"
+else
+    say "stopped"
+fi

@@ -42,6 +42,8 @@ class Broker:
         self.broker_id = config.broker_id   # standalone: -1 already became 0
         adv = config.advertised_listeners[0]
         self.advertised = BrokerInfo(self.broker_id, adv[1], adv[2], config.get("broker.rack"))
+        self.listener_name = adv[0]
+        self.metadata = MetadataCache()
         self.log_manager = LogManager(
             config.log_dirs, LogConfig.from_topic_configs(config.topic_defaults()),
             producer_id_expiration_ms=config.get("producer.id.expiration.ms"),
@@ -65,8 +67,6 @@ class Broker:
         self.producer_ids = ProducerIdManager(self.coordinator)
         self.topic_admin = TopicAdmin(self)
         self.group_coordinator = GroupCoordinator(self)
-        self.metadata = MetadataCache()
-        self.listener_name = config.advertised_listeners[0][0]
         self.servers: list[KafkaServer] = []
         self._tasks: list[asyncio.Task] = []
         self._stopped = asyncio.Event()
