@@ -43,7 +43,7 @@ class Broker:
         adv = config.advertised_listeners[0]
         self.advertised = BrokerInfo(self.broker_id, adv[1], adv[2], config.get("broker.rack"))
         self.listener_name = adv[0]
-        self.metadata = MetadataCache()
+        self.metadata = MetadataCache(self.advertised)
         self.log_manager = LogManager(
             config.log_dirs, LogConfig.from_topic_configs(config.topic_defaults()),
             producer_id_expiration_ms=config.get("producer.id.expiration.ms"),
@@ -138,13 +138,7 @@ class Broker:
                 return
             await asyncio.sleep(0.05)
 
-    async def start(self) -> None:
-        await self.coordinator.start()
-        if not self.cluster_mode:
-            self.metadata.brokers = {b.broker_id: b for b in self.coordinator.live_brokers()}
-            self.metadata.controller_id = self.coordinator.controller_id
-        for meta in list(self.coordinator.topics().values()):
-            self.apply_topic(meta)
+    async def _listen(self) -> None:
         dispatcher = Dispatcher(self)
         max_request = self.config.get("socket.request.max.bytes")
         for name, host, port in self.config.listeners:
@@ -154,6 +148,21 @@ class Broker:
         if self.advertised.port == 0:
             # An ephemeral listener port (tests): advertise the port actually bound.
             self.advertised.port = self.servers[0].bound_port
+
+    async def start(self) -> None:
+        if self.cluster_mode:
+            # Listening before registering (Kafka's order): once the controller sees this
+            # broker in ZooKeeper, its first UpdateMetadata can be delivered.
+            await self._listen()
+            await self.coordinator.start()
+        else:
+            # Standalone: topics are loaded before the first client can ask for them.
+            await self.coordinator.start()
+            self.metadata.brokers = {b.broker_id: b for b in self.coordinator.live_brokers()}
+            self.metadata.controller_id = self.coordinator.controller_id
+            for meta in list(self.coordinator.topics().values()):
+                self.apply_topic(meta)
+            await self._listen()
         if self.controller is not None:
             await self.controller.start()
         self._tasks = [
@@ -217,9 +226,9 @@ class Broker:
             elif node is not None:
                 try:
                     async with await BrokerConnection.connect(node.host, node.port, client_id="controlled-shutdown",
-                                                               timeout=5) as conn:
+                                                               timeout=2) as conn:
                         r = await conn.request("ControlledShutdown", {"broker_id": self.broker_id, "broker_epoch": -1},
-                                               version=3, timeout=10)
+                                               version=3, timeout=5)
                     if r.error_code == 0 and not r.remaining_partitions:
                         return
                 except Exception as e:
@@ -229,7 +238,9 @@ class Broker:
     async def stop(self) -> None:
         if self.cluster_mode:
             try:
-                await asyncio.wait_for(self.controlled_shutdown(), 15)
+                # Bounded: when the whole cluster stops at once there may be no controller
+                # left to answer, and stopping must not hang on it.
+                await asyncio.wait_for(self.controlled_shutdown(), 8)
             except Exception:
                 log.exception("controlled shutdown failed; stopping anyway")
             await self.controller.stop()

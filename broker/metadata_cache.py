@@ -21,14 +21,20 @@ class PartitionInfo:
 
 
 class MetadataCache:
-    def __init__(self) -> None:
+    def __init__(self, this_broker: BrokerInfo | None = None) -> None:
+        self.this_broker = this_broker
         self.brokers: dict[int, BrokerInfo] = {}
         self.controller_id = -1
         self.controller_epoch = -1
         self.partitions: dict[tuple[str, int], PartitionInfo] = {}
 
     def alive_brokers(self) -> list[BrokerInfo]:
-        return [self.brokers[b] for b in sorted(self.brokers)]
+        """Live brokers; always including this one, so a client that asks before the
+        controller's first UpdateMetadata keeps a broker to ask again."""
+        brokers = dict(self.brokers)
+        if self.this_broker is not None:
+            brokers.setdefault(self.this_broker.broker_id, self.this_broker)
+        return [brokers[b] for b in sorted(brokers)]
 
     def broker(self, broker_id: int) -> BrokerInfo | None:
         return self.brokers.get(broker_id)

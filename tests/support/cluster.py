@@ -1,0 +1,312 @@
+"""A real strom cluster for integration and fault tests: one ZooKeeper server
+(`ZooKeeperProcess`) and N broker processes (`BrokerProcess`) on free loopback ports, each
+with its own directory under `workdir`, and kazoo to look at what the cluster wrote to
+ZooKeeper (Kafka's ZK-mode paths under the chroot /strom).
+
+    with Cluster(tmp_path, brokers=3) as c:          # start(): ZooKeeper, brokers, registration
+        c.bootstrap                                  # "127.0.0.1:p0,127.0.0.1:p1,127.0.0.1:p2"
+        c.controller_id()                            # broker id in /controller, or None
+        c.kill9(1); c.restart(1)                     # faults by broker index (= broker.id)
+        c.partition_state("t", 0)                    # {"leader": .., "isr": [..], ...}
+
+Brokers are addressed by their index, which is also their broker.id.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+from tests.support.broker_process import BrokerProcess
+from tests.support.zk_process import ZooKeeperProcess
+
+T = TypeVar("T")
+CHROOT = "/strom"
+
+
+class Cluster:
+    """`overrides` are extra server.properties lines for every broker (winning over the
+    settings here); `broker_overrides[i]` only for broker i. Replication defaults follow the
+    invariant the fault tests guard: replication factor min(3, N), min.insync.replicas
+    min(2, N)."""
+
+    def __init__(self, workdir: Path, brokers: int = 3, overrides: dict[str, str] | None = None, *,
+                 default_replication_factor: int | None = None,
+                 min_insync_replicas: int | None = None,
+                 zookeeper_session_timeout_ms: int = 6000,
+                 replica_lag_time_max_ms: int = 3000,
+                 broker_overrides: dict[int, dict[str, str]] | None = None,
+                 chroot: str = CHROOT):
+        if brokers < 1:
+            raise ValueError("a cluster needs at least one broker")
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.size = brokers
+        self.chroot = chroot
+        # ZooKeeper expires sessions on tickTime boundaries, adding up to one tick to every
+        # failure detection; a 500 ms tick keeps detection close to the session timeout
+        # (minSessionTimeout = 2 ticks = 1 s, well below the brokers' timeout).
+        self.zookeeper = ZooKeeperProcess(self.workdir / "zookeeper", tick_time_ms=500)
+        rf = min(3, brokers)
+        self.replication_factor = default_replication_factor or rf
+        self.min_insync_replicas = min_insync_replicas or min(2, brokers)
+        self.brokers: list[BrokerProcess] = []
+        for i in range(brokers):
+            props = {
+                "broker.id": str(i),
+                "zookeeper.connect": self.zk_connect,
+                "zookeeper.session.timeout.ms": str(zookeeper_session_timeout_ms),
+                "zookeeper.connection.timeout.ms": str(zookeeper_session_timeout_ms),
+                "replica.lag.time.max.ms": str(replica_lag_time_max_ms),
+                "default.replication.factor": str(self.replication_factor),
+                "min.insync.replicas": str(self.min_insync_replicas),
+                "offsets.topic.replication.factor": str(rf),
+                "transaction.state.log.replication.factor": str(rf),
+                "transaction.state.log.min.isr": str(min(2, brokers)),
+            }
+            props.update(overrides or {})
+            props.update((broker_overrides or {}).get(i, {}))
+            self.brokers.append(BrokerProcess(self.workdir / f"broker-{i}", broker_id=i, overrides=props))
+        self._paused: set[int] = set()
+        self._zk: Any = None
+        self.started = False
+
+    # ---- addresses --------------------------------------------------------------------------
+
+    @property
+    def zk_connect(self) -> str:
+        """zookeeper.connect of the brokers, chroot included."""
+        return f"{self.zookeeper.connect}{self.chroot}"
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers)
+
+    def broker(self, i: int) -> BrokerProcess:
+        return self.brokers[i]
+
+    def bootstrap_except(self, *ids: int) -> str:
+        """Bootstrap servers without the given brokers (e.g. a killed one)."""
+        return ",".join(b.bootstrap for i, b in enumerate(self.brokers) if i not in ids)
+
+    # ---- lifecycle --------------------------------------------------------------------------
+
+    def start(self, timeout: float = 60.0, wait_for_controller: bool = True) -> "Cluster":
+        """Start ZooKeeper and every broker; wait until all brokers are registered in
+        /brokers/ids and (unless told not to) a controller is elected. Starting a started
+        cluster does nothing (so `with Cluster(...).start(...) as c:` works)."""
+        if self.started:
+            return self
+        self.started = True
+        try:
+            self.zookeeper.start()
+            for b in self.brokers:
+                b.start(timeout)
+            self.wait_for_brokers(self.size, timeout)
+            if wait_for_controller:
+                self.wait_for_controller(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """Stop every broker (SIGTERM, then SIGKILL), then ZooKeeper."""
+        self.started = False
+        for i in list(self._paused):
+            self.sigcont(i)
+        for b in self.brokers:
+            try:
+                b.stop()
+            except Exception:   # keep stopping the others
+                logging.getLogger(__name__).exception("stopping broker %s", b.broker_id)
+        self._close_zk()
+        self.zookeeper.stop()
+
+    def __enter__(self) -> "Cluster":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ---- faults (by broker index) -----------------------------------------------------------
+
+    def running(self, i: int) -> bool:
+        proc = self.brokers[i].proc
+        return proc is not None and proc.poll() is None
+
+    def kill9(self, i: int) -> None:
+        """SIGKILL broker i (no deregistration: its ZooKeeper session has to expire)."""
+        b = self.brokers[i]
+        self._paused.discard(i)
+        b.kill9()
+        b.stop()        # closes its log file; the process is already gone
+
+    def terminate(self, i: int, timeout: float = 30.0) -> int | None:
+        """SIGTERM broker i and wait for its controlled shutdown (SIGKILL after `timeout`)."""
+        if i in self._paused:
+            self.sigcont(i)
+        return self.brokers[i].stop(timeout)
+
+    def restart(self, i: int, hard: bool = False, timeout: float = 30.0) -> BrokerProcess:
+        """Stop broker i if it runs (SIGTERM, or SIGKILL with `hard`) and start it again on
+        the same port with the same log directory; waits until it listens."""
+        if self.running(i):
+            if hard:
+                self.kill9(i)
+            else:
+                self.terminate(i)
+        return self.brokers[i].start(timeout)
+
+    def sigstop(self, i: int) -> None:
+        """Freeze broker i (SIGSTOP): it keeps its sockets and session until the timeout."""
+        proc = self.brokers[i].proc
+        assert proc is not None and proc.poll() is None, f"broker {i} is not running"
+        os.kill(proc.pid, signal.SIGSTOP)
+        self._paused.add(i)
+
+    def sigcont(self, i: int) -> None:
+        proc = self.brokers[i].proc
+        if proc is not None and proc.poll() is None:
+            os.kill(proc.pid, signal.SIGCONT)
+        self._paused.discard(i)
+
+    # ---- ZooKeeper views --------------------------------------------------------------------
+
+    @property
+    def zk(self) -> Any:
+        """A kazoo client on the ZooKeeper server, started on first use. It has no chroot (the
+        brokers create theirs): give it `path(...)`s."""
+        if self._zk is None:
+            from kazoo.client import KazooClient
+            logging.getLogger("kazoo").setLevel(logging.WARNING)
+            zk = KazooClient(hosts=self.zookeeper.connect, timeout=10.0)
+            zk.start(timeout=15)
+            self._zk = zk
+        return self._zk
+
+    def path(self, path: str) -> str:
+        """The absolute znode path of a path under the cluster's chroot."""
+        return self.chroot.rstrip("/") + "/" + path.lstrip("/")
+
+    def _close_zk(self) -> None:
+        if self._zk is not None:
+            try:
+                self._zk.stop()
+                self._zk.close()
+            except Exception:
+                pass
+            self._zk = None
+
+    def _get_json(self, path: str) -> Any:
+        from kazoo.exceptions import NoNodeError
+        try:
+            data, _ = self.zk.get(self.path(path))
+        except NoNodeError:
+            return None
+        return json.loads(data) if data else None
+
+    def broker_ids(self) -> list[int]:
+        """The ids registered in /brokers/ids (ephemeral znodes of live brokers)."""
+        from kazoo.exceptions import NoNodeError
+        try:
+            return sorted(int(c) for c in self.zk.get_children(self.path("/brokers/ids")))
+        except NoNodeError:
+            return []
+
+    def broker_registration(self, broker_id: int) -> dict | None:
+        return self._get_json(f"/brokers/ids/{broker_id}")
+
+    def controller_id(self) -> int | None:
+        """The broker id in /controller, or None while no controller is elected."""
+        data = self._get_json("/controller")
+        return int(data["brokerid"]) if data else None
+
+    def controller_epoch(self) -> int | None:
+        from kazoo.exceptions import NoNodeError
+        try:
+            data, _ = self.zk.get(self.path("/controller_epoch"))
+        except NoNodeError:
+            return None
+        return int(data)
+
+    def partition_state(self, topic: str, partition: int) -> dict | None:
+        """/brokers/topics/<t>/partitions/<p>/state: {"controller_epoch", "leader",
+        "leader_epoch", "isr", "version"}, or None."""
+        return self._get_json(f"/brokers/topics/{topic}/partitions/{partition}/state")
+
+    def leader(self, topic: str, partition: int) -> int | None:
+        state = self.partition_state(topic, partition)
+        return None if state is None or state.get("leader", -1) < 0 else int(state["leader"])
+
+    def isr(self, topic: str, partition: int) -> list[int]:
+        state = self.partition_state(topic, partition)
+        return list(state.get("isr", [])) if state else []
+
+    # ---- waiting ----------------------------------------------------------------------------
+
+    @staticmethod
+    def wait_until(cond: Callable[[], T | None], timeout: float = 30.0, interval: float = 0.1,
+                   message: str | None = None) -> T:
+        """Poll `cond` until it returns something truthy, and return that; TimeoutError with
+        `message` (and the last value) otherwise."""
+        deadline = time.monotonic() + timeout
+        last: Any = None
+        while True:
+            last = cond()
+            if last:
+                return last
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"{message or 'condition'} not met within {timeout}s "
+                                   f"(last: {last!r})")
+            time.sleep(interval)
+
+    def wait_for_brokers(self, n: int | None = None, timeout: float = 60.0) -> list[int]:
+        """Wait until at least `n` (default: all) brokers are registered; returns their ids."""
+        want = self.size if n is None else n
+
+        def registered() -> list[int] | None:
+            self._check_alive()
+            ids = self.broker_ids()
+            return ids if len(ids) >= want else None
+
+        return self.wait_until(registered, timeout, message=f"{want} brokers in /brokers/ids")
+
+    def wait_for_broker_gone(self, broker_id: int, timeout: float = 60.0) -> None:
+        """Wait until broker_id's registration is gone (e.g. its session expired after kill9)."""
+        self.wait_until(lambda: broker_id not in self.broker_ids(), timeout,
+                        message=f"broker {broker_id} gone from /brokers/ids")
+
+    def wait_for_controller(self, timeout: float = 60.0, other_than: int | None = None) -> int:
+        """Wait until a controller (other than `other_than`) is elected; returns its id."""
+        def elected() -> tuple[int] | None:
+            cid = self.controller_id()
+            return None if cid is None or cid == other_than else (cid,)
+
+        return self.wait_until(elected, timeout, message="a controller in /controller")[0]
+
+    def wait_for_leader(self, topic: str, partition: int, timeout: float = 60.0,
+                        other_than: int | None = None) -> int:
+        """Wait until the partition has a leader (other than `other_than`); returns its id."""
+        def elected() -> tuple[int] | None:
+            leader = self.leader(topic, partition)
+            return None if leader is None or leader == other_than else (leader,)
+
+        return self.wait_until(elected, timeout, message=f"a leader for {topic}/{partition}")[0]
+
+    def _check_alive(self) -> None:
+        """Fail fast when a broker exited with an error status (not by a signal sent by a test)
+        or ZooKeeper died."""
+        for i, b in enumerate(self.brokers):
+            if b.proc is not None and b.proc.poll() is not None and b.proc.returncode > 0:
+                raise RuntimeError(f"broker {i} exited with {b.proc.returncode}:\n"
+                                   f"{b.output()[-4000:]}")
+        if not self.zookeeper.running:
+            raise RuntimeError(f"ZooKeeper is not running:\n{self.zookeeper.output()[-2000:]}")
+
+    def output(self, i: int) -> str:
+        return self.brokers[i].output()

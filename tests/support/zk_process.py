@@ -1,0 +1,117 @@
+"""A real ZooKeeper server for the cluster fixture (tests/support/cluster.py) and fault tests:
+tests/support/zookeeper.py's `ZooKeeperServer` (Debian's jar started in the foreground as
+FIELD-NOTES.md describes, on a free loopback port, with its own data directory) plus what
+fault tests need: ready only once it *serves* (`ruok` answers imok a moment before the server
+accepts sessions, so `srvr` must report a mode too), restart on the same port and data,
+SIGSTOP/SIGCONT, extra zoo.cfg lines."""
+from __future__ import annotations
+
+import os
+import signal
+import shutil
+import time
+from pathlib import Path
+
+from tests.support.zookeeper import ZOOKEEPER_JAR, ZooKeeperServer, four_letter_word
+
+__all__ = ["ZooKeeperProcess", "four_letter_word", "zookeeper_available"]
+
+
+def zookeeper_available() -> bool:
+    """Java and Debian's ZooKeeper jar are installed (apt-get install -y zookeeper)."""
+    return ZOOKEEPER_JAR.is_file() and shutil.which("java") is not None
+
+
+class ZooKeeperProcess(ZooKeeperServer):
+    """One standalone ZooKeeper server. `extra` are additional zoo.cfg lines."""
+
+    def __init__(self, workdir: Path, port: int | None = None, extra: dict[str, str] | None = None,
+                 tick_time_ms: int = 2000):
+        super().__init__(Path(workdir), tick_time_ms=tick_time_ms, port=port)
+        self.extra = dict(extra or {})
+
+    @property
+    def connect(self) -> str:
+        """host:port for zookeeper.connect (append a chroot as needed)."""
+        return self.connect_string
+
+    @property
+    def config_path(self) -> Path:
+        return self.conf_dir / "zoo.cfg"
+
+    def _write_config(self) -> Path:
+        cfg = super()._write_config()
+        if self.extra:
+            with open(cfg, "a") as f:
+                f.writelines(f"{k}={v}\n" for k, v in self.extra.items())
+        return cfg
+
+    # ---- readiness --------------------------------------------------------------------------
+
+    def ruok(self) -> str:
+        """The answer to `ruok` ('imok' while the process runs), '' when nothing answers."""
+        try:
+            return four_letter_word(self.host, self.port, "ruok", timeout=1.0)
+        except OSError:
+            return ""
+
+    def serving(self) -> bool:
+        """`srvr` reports a mode: the server accepts sessions."""
+        try:
+            return "Mode:" in four_letter_word(self.host, self.port, "srvr", timeout=1.0)
+        except OSError:
+            return False
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        super().wait_ready(timeout)                      # imok (or the process died)
+        while not self.serving():
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError(f"ZooKeeper exited with {self.proc.returncode}:\n"
+                                   f"{self.output()[-4000:]}")
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"ZooKeeper on {self.connect} answers imok but does not serve "
+                                   f"after {timeout}s:\n{self.output()[-4000:]}")
+            time.sleep(0.05)
+
+    # ---- lifecycle --------------------------------------------------------------------------
+
+    def start(self, timeout: float = 30.0) -> "ZooKeeperProcess":
+        if not self.running:
+            super().start(timeout)
+        return self
+
+    @property
+    def running(self) -> bool:
+        return self.is_running()
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    def stop(self, timeout: float = 10.0) -> int | None:
+        """SIGTERM (continuing a SIGSTOPped server first), then SIGKILL after `timeout`."""
+        self.sigcont()
+        return super().stop(timeout)
+
+    def restart(self, timeout: float = 30.0) -> "ZooKeeperProcess":
+        """Stop (if running) and start again on the same port with the same data."""
+        self.stop()
+        return self.start(timeout)
+
+    def sigstop(self) -> None:
+        """Freeze the server: sessions time out on the clients' side, nothing is lost."""
+        if self.running:
+            assert self.proc is not None
+            os.kill(self.proc.pid, signal.SIGSTOP)
+
+    def sigcont(self) -> None:
+        if self.running:
+            assert self.proc is not None
+            os.kill(self.proc.pid, signal.SIGCONT)
+
+    def __enter__(self) -> "ZooKeeperProcess":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
