@@ -42,16 +42,19 @@ class TopicAdmin:
         self.broker = broker
 
     def assign_replicas(self, first_partition: int, count: int, replication_factor: int) -> dict[int, list[int]]:
-        """Round-robin replicas over live brokers, starting each partition one broker on."""
-        brokers = sorted(b.broker_id for b in self.broker.coordinator.live_brokers())
-        if replication_factor < 1 or replication_factor > len(brokers):
+        """Kafka's assignment: leaders round-robin over the brokers, followers shifted; with
+        `broker.rack` on every broker, the broker list alternates racks and each partition's
+        replicas take distinct racks first (AdminUtils' rack-aware assignment)."""
+        live = sorted(self.broker.coordinator.live_brokers(), key=lambda b: b.broker_id)
+        if replication_factor < 1 or replication_factor > len(live):
             raise InvalidReplicationFactorError(
-                f"Replication factor: {replication_factor} larger than available brokers: {len(brokers)}."
-                if replication_factor > len(brokers) else "Replication factor must be larger than 0.")
-        out = {}
-        for p in range(first_partition, first_partition + count):
-            out[p] = [brokers[(p + i) % len(brokers)] for i in range(replication_factor)]
-        return out
+                f"Replication factor: {replication_factor} larger than available brokers: {len(live)}."
+                if replication_factor > len(live) else "Replication factor must be larger than 0.")
+        if all(b.rack for b in live) and len({b.rack for b in live}) > 1:
+            return assign_rack_aware(first_partition, count, replication_factor,
+                                     {b.broker_id: b.rack for b in live})
+        ids = [b.broker_id for b in live]
+        return assign_round_robin(first_partition, count, replication_factor, ids)
 
     def _check_assignments(self, assignments: dict[int, list[int]]) -> None:
         live = {b.broker_id for b in self.broker.coordinator.live_brokers()}
@@ -145,3 +148,49 @@ class TopicAdmin:
         meta = await self.broker.coordinator.set_topic_configs(name, configs)
         self.broker.replicas.update_log_config(name, self.broker.log_config_for(meta))
 
+
+
+def assign_round_robin(first_partition: int, count: int, rf: int, brokers: list[int]) -> dict[int, list[int]]:
+    """Leader of partition p on broker p mod n; followers at a shift that grows each time
+    the leaders wrap around, so replicas of consecutive partitions spread (Kafka's scheme)."""
+    n = len(brokers)
+    out = {}
+    for p in range(first_partition, first_partition + count):
+        first = p % n
+        next_shift = p // n
+        # Kafka's replicaIndex: each follower's shift is in 1..n-1, so it never lands on the
+        # leader, and followers of one partition take distinct shifts.
+        out[p] = [brokers[first]] + [brokers[(first + 1 + (next_shift + j) % max(n - 1, 1)) % n]
+                                     for j in range(rf - 1)]
+    return out
+
+
+def assign_rack_aware(first_partition: int, count: int, rf: int, racks: dict[int, str]) -> dict[int, list[int]]:
+    """Brokers listed alternating racks (r1b0, r2b0, r1b1, ...); each partition's followers
+    go to racks it does not use yet, then to brokers it does not use yet."""
+    by_rack: dict[str, list[int]] = {}
+    for b in sorted(racks):
+        by_rack.setdefault(racks[b], []).append(b)
+    arranged: list[int] = []
+    rack_lists = [by_rack[r] for r in sorted(by_rack)]
+    for i in range(max(len(lst) for lst in rack_lists)):
+        arranged += [lst[i] for lst in rack_lists if i < len(lst)]
+    n = len(arranged)
+    n_racks = len(rack_lists)
+    out = {}
+    for p in range(first_partition, first_partition + count):
+        leader = arranged[p % n]
+        replicas = [leader]
+        used_racks = {racks[leader]}
+        k = (p % n) + 1 + (p // n) % max(n - 1, 1)
+        while len(replicas) < rf:
+            b = arranged[k % n]
+            k += 1
+            if b in replicas:
+                continue
+            if racks[b] in used_racks and len(used_racks) < n_racks:
+                continue
+            replicas.append(b)
+            used_racks.add(racks[b])
+        out[p] = replicas
+    return out

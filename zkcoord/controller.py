@@ -79,6 +79,10 @@ class Controller:
         self.zk = zk
         self.broker_id = broker.broker_id
         self.unclean = broker.config.get("unclean.leader.election.enable")
+        self.auto_rebalance = broker.config.get("auto.leader.rebalance.enable")
+        self.imbalance_interval_s = broker.config.get("leader.imbalance.check.interval.seconds")
+        self.imbalance_ratio = broker.config.get("leader.imbalance.per.broker.percentage") / 100.0
+        self._rebalance_task: asyncio.Task | None = None
         self.listener = broker.listener_name
         self.epoch: int | None = None
         self.epoch_zk_version: int | None = None
@@ -136,6 +140,10 @@ class Controller:
             self._stand_down()
             await self._elect()
             return
+        if event == ("preferred_election",):
+            if self.active:
+                await self._preferred_election()
+            return
         if isinstance(event, tuple) and event[0] == "controlled_shutdown":
             _, broker_id, fut = event
             if not self.active:
@@ -159,6 +167,9 @@ class Controller:
             log.info("controller %d: resigning at epoch %d", self.broker_id, self.epoch)
         self.epoch = None
         self.epoch_zk_version = None
+        if self._rebalance_task is not None:
+            self._rebalance_task.cancel()
+            self._rebalance_task = None
         for ch in self.channels.values():
             ch.stop()
         self.channels.clear()
@@ -191,6 +202,37 @@ class Controller:
         if pending:
             await self._on_deletions(pending)
         await self._on_isr_changes()
+        if self.auto_rebalance:
+            self._rebalance_task = asyncio.ensure_future(self._rebalance_timer())
+
+    async def _rebalance_timer(self) -> None:
+        while True:
+            await asyncio.sleep(self.imbalance_interval_s)
+            self.events.put_nowait(("preferred_election",))
+
+    async def _preferred_election(self) -> list[TopicPartition]:
+        """auto.leader.rebalance.enable: move leadership back to each partition's preferred
+        (first) replica, for brokers whose share of partitions led elsewhere exceeds
+        leader.imbalance.per.broker.percentage, when that replica is alive and in sync."""
+        moves: dict[TopicPartition, zp.PartitionState] = {}
+        for b in sorted(self.live - self.shutting_down):
+            preferred = [tp for tp in self.states if self._replicas(tp)[:1] == [b]]
+            away = [tp for tp in preferred if self.states[tp].state.leader != b]
+            if not preferred or len(away) / len(preferred) <= self.imbalance_ratio:
+                continue
+            for tp in away:
+                s = self.states[tp].state
+                if b in s.isr:
+                    moves[tp] = zp.PartitionState(b, s.leader_epoch + 1, s.isr, self.epoch)
+        changed = await self._write_states(moves)
+        if changed:
+            log.info("controller: preferred replica election moved %d leaders", len(changed))
+            self._send_update_metadata(self.live, changed)
+            for b in self.live:
+                tps = [tp for tp in changed if b in self._replicas(tp)]
+                if tps:
+                    self._send_leader_and_isr(b, tps)
+        return changed
 
     # ================================================================== state changes
     def _replicas(self, tp: TopicPartition) -> list[int]:

@@ -96,3 +96,20 @@ def test_unavailability_bounds(cluster):
     cluster.terminate(leader)
     assert after_kill <= SESSION_S + 2.0
     assert after_term <= 1.0
+
+
+def test_preferred_replica_takes_leadership_back(tmp_path):
+    """auto.leader.rebalance.enable: after a failover the restarted preferred (first)
+    replica becomes leader again once it is back in the ISR."""
+    from tests.support.cluster import Cluster
+    with Cluster(tmp_path / "c", brokers=3, overrides={"leader.imbalance.check.interval.seconds": "1"}) as cluster:
+        cluster.start()
+        create_topic(cluster, partitions=3)
+        preferred = {p: cluster.leader(TOPIC, p) for p in range(3)}
+        assert sorted(preferred.values()) == [0, 1, 2]          # leaders spread over the brokers
+        victim = preferred[0]
+        cluster.kill9(victim)
+        cluster.wait_for_leader(TOPIC, 0, other_than=victim)
+        cluster.restart(victim)
+        cluster.wait_until(lambda: cluster.leader(TOPIC, 0) == victim, timeout=30)
+        print(f"leadership of {TOPIC}-0 returned to its preferred replica {victim}")
