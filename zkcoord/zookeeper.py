@@ -307,8 +307,7 @@ class ZkCoordinator(Coordinator):
         self._session_id = client.client_id[0]
         self._consumer = asyncio.create_task(self._consume(), name="zk-events")
         try:
-            await asyncio.gather(*(self._call(lambda p=p: client.ensure_path_async(p))
-                                   for p in zp.PERSISTENT_PATHS))
+            await asyncio.gather(*(self._ensure_path(p) for p in zp.PERSISTENT_PATHS))
             self.cluster_id = await self._get_or_create_cluster_id()
             if self.broker is not None:
                 await self._register_broker()
@@ -478,6 +477,15 @@ class ZkCoordinator(Coordinator):
         self._queue.put_nowait(("sync", fn, fut))
         return await fut
 
+    async def _catch_up(self, fn: Callable[[], Awaitable[Any]]) -> None:
+        """After a write: let the caches reflect it (via `_sync`), but give up after the
+        connection timeout; the write has landed and the watches will catch up."""
+        try:
+            await asyncio.wait_for(self._sync(fn), self.connection_timeout)
+        except asyncio.TimeoutError:
+            log.warning("cache not refreshed within %.0fs after a write (ZooKeeper unreachable?)",
+                        self.connection_timeout)
+
     async def _on_watch(self, path: str, etype: str) -> None:
         parent, name = zp.parent_and_name(path)
         if path == zp.BROKER_IDS:
@@ -621,6 +629,10 @@ class ZkCoordinator(Coordinator):
                 except NodeExistsError:
                     continue
 
+    async def _ensure_path(self, path: str) -> None:
+        c = self.client
+        await self._call(lambda: c.ensure_path_async(path))
+
     async def _delete_if_exists(self, path: str, version: int = -1) -> bool:
         c = self.client
         try:
@@ -631,7 +643,7 @@ class ZkCoordinator(Coordinator):
 
     def _is_own_ephemeral(self, stat: ZnodeStat) -> bool:
         cid = self._client.client_id if self._client is not None else None
-        return bool(cid) and stat.ephemeralOwner == cid[0]
+        return cid is not None and stat.ephemeralOwner == cid[0]
 
     # ------------------------------------------------------------ cluster id, registration
 
@@ -924,7 +936,7 @@ class ZkCoordinator(Coordinator):
             got = await self._get(zp.topic_path(name))
             if got is None or got[0] != data:     # not our own create, retried
                 raise TopicAlreadyExistsError(f"Topic '{name}' already exists.") from None
-        await self._sync(self._refresh_topic_names)
+        await self._catch_up(self._refresh_topic_names)
         return self._topics.get(name) or TopicMetadata(name, topic_id, dict(partitions),
                                                        dict(configs))
 
@@ -939,7 +951,7 @@ class ZkCoordinator(Coordinator):
                                                     makepath=True))
         except NodeExistsError:
             pass
-        await self._sync(self._refresh_deletions)
+        await self._catch_up(self._refresh_deletions)
 
     async def add_partitions(self, name: str, new: dict[int, list[int]]) -> TopicMetadata:
         c = self.client
@@ -959,7 +971,7 @@ class ZkCoordinator(Coordinator):
                 break
             except BadVersionError:
                 continue          # changed concurrently: re-read and re-check
-        await self._sync(lambda: self._refresh_topic(name))
+        await self._catch_up(lambda: self._refresh_topic(name))
         return self._topics.get(name) or TopicMetadata(
             name, assignment.topic_id or _ZERO_UUID, dict(assignment.partitions), {})
 
@@ -973,10 +985,12 @@ class ZkCoordinator(Coordinator):
         note = zp.encode_config_change(zp.ConfigChangeNotification(f"{zp.CONFIG_TYPE_TOPIC}/{name}"))
         await self._call(lambda: c.create_async(zp.config_change_create_path(), note,
                                                 sequence=True, makepath=True))
-        await self._sync(lambda: self._refresh_topic_config(name))
+        await self._catch_up(lambda: self._refresh_topic_config(name))
         meta = self._topics.get(name)
         if meta is None:
             raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist.")
+        if meta.configs != configs:        # cache behind (or a newer write): report ours
+            meta = TopicMetadata(name, meta.topic_id, meta.partitions, dict(configs))
         return meta
 
     async def topic_assignment(self, name: str) -> tuple[TopicAssignment, int] | None:
@@ -1018,7 +1032,7 @@ class ZkCoordinator(Coordinator):
             failure = next((r for r in results if isinstance(r, Exception)
                             and not isinstance(r, RolledBackError)), None)
             if failure is None:
-                await self._sync(self._refresh_topic_names)
+                await self._catch_up(self._refresh_topic_names)
                 return
             if not isinstance(failure, (NotEmptyError, NoNodeError)):
                 raise failure
@@ -1093,7 +1107,7 @@ class ZkCoordinator(Coordinator):
         c = self.client
         for parent in (zp.topic_partitions_path(topic), zp.topic_partition_path(topic, partition)):
             try:
-                await self._call(lambda p=parent: c.create_async(p, b""))
+                await self._create_parent(parent)
             except NodeExistsError:
                 pass
             except NoNodeError:
@@ -1109,6 +1123,10 @@ class ZkCoordinator(Coordinator):
                 return 0           # our own create, retried after a dropped connection
             raise PartitionStateExistsError(f"{path} already exists") from None
         return 0
+
+    async def _create_parent(self, path: str) -> None:
+        c = self.client
+        await self._call(lambda: c.create_async(path, b""))
 
     async def create_partition_states(self, states: Mapping[TopicPartition, PartitionState], *,
                                       controller_epoch_zk_version: int | None = None
@@ -1251,7 +1269,7 @@ class ZkCoordinator(Coordinator):
             deleted = await self._delete_if_exists(zp.CONTROLLER, got[1].version)
         except BadVersionError:
             deleted = False
-        await self._sync(self._refresh_controller)
+        await self._catch_up(self._refresh_controller)
         return deleted
 
     async def controller_epoch(self) -> int:

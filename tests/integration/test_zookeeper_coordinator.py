@@ -509,19 +509,21 @@ def test_session_expiry_reregisters_broker(zookeeper: ZooKeeperServer) -> None:
 
 def test_survives_zookeeper_restart(zookeeper: ZooKeeperServer) -> None:
     async def main() -> None:
-        a, b = coordinator(zookeeper, 1), coordinator(zookeeper, 2)
+        # A reconnect attempt that lands while the server is still starting can wait a whole
+        # session timeout for the handshake (kazoo's socket timeout): allow for two.
+        kw = dict(session_timeout_ms=10000, connection_timeout_ms=30000)
+        a, b = coordinator(zookeeper, 1, **kw), coordinator(zookeeper, 2, **kw)
         await a.start()
         await b.start()
         try:
-            session = a.session_id
             await asyncio.to_thread(zookeeper.stop)
             await asyncio.sleep(0.5)
             await asyncio.to_thread(zookeeper.start)
-            # Same session (within the timeout); watches re-armed by the resync.
+            # Usually the same session resumes (an overloaded machine may expire it; then the
+            # broker re-registers). Either way the watches are re-armed by the resync.
             await a.create_topic("post-restart", {0: [1, 2]}, {})
-            await wait_until(lambda: b.topic("post-restart") is not None, timeout=15)
-            assert a.session_id == session
-            assert [x.broker_id for x in a.live_brokers()] == [1, 2]
+            await wait_until(lambda: b.topic("post-restart") is not None, timeout=20)
+            await wait_until(lambda: [x.broker_id for x in a.live_brokers()] == [1, 2], timeout=20)
         finally:
             await a.stop()
             await b.stop()

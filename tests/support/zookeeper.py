@@ -21,7 +21,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import IO, Iterator
 
 import pytest
 
@@ -71,7 +71,7 @@ class ZooKeeperServer:
         self.conf_dir = self.workdir / "conf"
         self.log_path = self.workdir / "zookeeper.log"
         self.proc: subprocess.Popen | None = None
-        self._log = None
+        self._log: IO[bytes] | None = None
 
     @property
     def connect_string(self) -> str:
