@@ -221,6 +221,7 @@ class Broker:
             node = self.metadata.broker(controller_id)
             if controller_id == self.broker_id and self.controller is not None and self.controller.active:
                 remaining = await self.controller.controlled_shutdown(self.broker_id)
+                await self.controller.drain(3.0)
                 if not remaining:
                     return
             elif node is not None:
@@ -244,6 +245,9 @@ class Broker:
             except Exception:
                 log.exception("controlled shutdown failed; stopping anyway")
             await self.controller.stop()
+        # Produce requests still waiting for replication here will not complete: answer them
+        # now so their clients retry on the new leaders instead of waiting out a timeout.
+        self.replicas.fail_waiters()
         for t in self._tasks:
             t.cancel()
         for s in self.servers:

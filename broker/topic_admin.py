@@ -4,6 +4,7 @@ result to the coordinator and to this broker's partitions.
 """
 from __future__ import annotations
 
+import asyncio
 import re
 import uuid
 from typing import TYPE_CHECKING
@@ -103,7 +104,13 @@ class TopicAdmin:
         if not self.broker.config.get("delete.topic.enable"):
             raise TopicDeletionDisabledError("Topic deletion is disabled.")
         await self.broker.coordinator.delete_topic(name)
-        if not self.broker.cluster_mode:      # in a cluster, the controller's StopReplica does it
+        if self.broker.cluster_mode:
+            # Kafka answers DeleteTopics once the controller completed the deletion.
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 30.0
+            while self.broker.coordinator.topic(name) is not None and loop.time() < deadline:
+                await asyncio.sleep(0.05)
+        else:                                # in a cluster, the controller's StopReplica does it
             for p in list(meta.partitions):
                 self.broker.replicas.delete_partition(name, p)
             self.broker.forget_topic(name)

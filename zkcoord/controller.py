@@ -56,18 +56,24 @@ class BrokerChannel:
         pool = self.controller.pool
         while True:
             api, version, body = await self.queue.get()
-            while self.broker_id in self.controller.live:
-                node = self.controller.zk.broker_registrations().get(self.broker_id)
-                try:
-                    if node is not None:
-                        ep = self.controller.endpoint(node)
-                        pool.set_address(self.broker_id, ep[0], ep[1])
-                    conn = await pool.get(self.broker_id)
-                    await conn.request(api, body, version=version)
-                    break
-                except (KafkaConnectionError, OSError, asyncio.TimeoutError) as e:
-                    log.info("controller: %s to broker %d failed (%s); retrying", api, self.broker_id, e)
-                    await asyncio.sleep(0.2)
+            try:
+                await self._deliver(pool, api, version, body)
+            finally:
+                self.queue.task_done()
+
+    async def _deliver(self, pool: ConnectionPool, api: str, version: int, body: dict) -> None:
+        while self.broker_id in self.controller.live:
+            node = self.controller.zk.broker_registrations().get(self.broker_id)
+            try:
+                if node is not None:
+                    ep = self.controller.endpoint(node)
+                    pool.set_address(self.broker_id, ep[0], ep[1])
+                conn = await pool.get(self.broker_id)
+                await conn.request(api, body, version=version)
+                break
+            except (KafkaConnectionError, OSError, asyncio.TimeoutError) as e:
+                log.info("controller: %s to broker %d failed (%s); retrying", api, self.broker_id, e)
+                await asyncio.sleep(0.2)
 
     def stop(self) -> None:
         self.task.cancel()
@@ -413,6 +419,15 @@ class Controller:
         fut = asyncio.get_running_loop().create_future()
         self.events.put_nowait(("controlled_shutdown", broker_id, fut))
         return await fut
+
+    async def drain(self, timeout_s: float) -> None:
+        """Wait until every queued request reached its broker (or `timeout_s`): a controller
+        shutting itself down must deliver the LeaderAndIsr that moved its leadership away."""
+        try:
+            await asyncio.wait_for(asyncio.gather(*(ch.queue.join() for ch in list(self.channels.values()))),
+                                   timeout_s)
+        except asyncio.TimeoutError:
+            log.warning("controller %d: requests still undelivered after %.1f s", self.broker_id, timeout_s)
 
     # ================================================================== requests to brokers
     def endpoint(self, reg: Any) -> tuple[str, int]:

@@ -126,6 +126,13 @@ class ReplicaManager:
             if (offset, fut) in waiters:
                 waiters.remove((offset, fut))
 
+    def fail_waiters(self, code: int = Code.NOT_LEADER_OR_FOLLOWER) -> None:
+        """Answer every acks=all wait with `code` (the broker is going away)."""
+        for waiters in self._hw_waiters.values():
+            for _, fut in waiters:
+                if not fut.done():
+                    fut.set_result(code)
+
     def _wake(self, p: Partition) -> None:
         """After the log end or the high watermark moved: wake fetches and acks=all waits."""
         key = (p.topic, p.index)

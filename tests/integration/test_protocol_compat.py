@@ -51,15 +51,15 @@ def test_librdkafka_2_0_features_enabled(broker, feature):
 
 @pytest.mark.parametrize("version", [0, 1, 2, 3])
 def test_find_coordinator_answers_single_key_versions(broker, version):
-    """Every advertised version decodes and answers with a retriable error while no group or
-    transaction coordinator exists (what Kafka answers while __consumer_offsets is not ready)."""
+    """Every advertised version decodes; a group's coordinator is this broker (it leads every
+    __consumer_offsets partition); transactions have no coordinator yet (retriable error)."""
     with _client(broker) as c:
         body = {"key": "some-group"}
         if version >= 1:
             body["key_type"] = 0
         resp = c.request("FindCoordinator", version, body)
-        assert resp.error_code == Code.COORDINATOR_NOT_AVAILABLE
-        assert (resp.node_id, resp.host, resp.port) == (-1, "", -1)
+        assert resp.error_code == 0
+        assert (resp.node_id, resp.host, resp.port) == (0, "127.0.0.1", broker.port)
         if version >= 1:
             resp = c.request("FindCoordinator", version, {"key": "txn-id", "key_type": 1})
             assert resp.error_code == Code.COORDINATOR_NOT_AVAILABLE
@@ -72,7 +72,9 @@ def test_find_coordinator_answers_single_key_versions(broker, version):
 def test_find_coordinator_v4_answers_per_key(broker):
     with _client(broker) as c:
         resp = c.request("FindCoordinator", 4, {"key_type": 0, "coordinator_keys": ["g1", "g2"]})
-        assert [(k.key, k.error_code, k.node_id) for k in resp.coordinators] == [
-            ("g1", Code.COORDINATOR_NOT_AVAILABLE, -1), ("g2", Code.COORDINATOR_NOT_AVAILABLE, -1)]
+        assert [(k.key, k.error_code, k.node_id, k.port) for k in resp.coordinators] == [
+            ("g1", 0, 0, broker.port), ("g2", 0, 0, broker.port)]
+        resp = c.request("FindCoordinator", 4, {"key_type": 1, "coordinator_keys": ["t1"]})
+        assert [(k.key, k.error_code) for k in resp.coordinators] == [("t1", Code.COORDINATOR_NOT_AVAILABLE)]
         resp = c.request("FindCoordinator", 4, {"key_type": 7, "coordinator_keys": ["g1"]})
         assert [(k.key, k.error_code) for k in resp.coordinators] == [("g1", Code.INVALID_REQUEST)]
