@@ -70,7 +70,7 @@ from clients.protocol import compression
 from clients.protocol.batch_header import (CONTROL, DELETE_HORIZON, HEADER_SIZE, LOG_OVERHEAD,
                                            TIMESTAMP_TYPE_LOG_APPEND, TRANSACTIONAL, BatchHeader,
                                            pack_header, read_header, write_crc)
-from clients.protocol.records import ConsumedRecord, iter_batches
+from clients.protocol.records import ConsumedRecord, append_record, iter_batches
 
 from .errors import CorruptMessageError
 from .partition_log import PartitionLog
@@ -412,16 +412,6 @@ def _empty_batch(h: BatchHeader) -> bytes:
     return bytes(out)
 
 
-def _varint(v: int) -> bytes:
-    zz = (v << 1) ^ (v >> 63)
-    out = bytearray()
-    while zz >= 0x80:
-        out.append((zz & 0x7F) | 0x80)
-        zz >>= 7
-    out.append(zz)
-    return bytes(out)
-
-
 def _encode_batch(h: BatchHeader, kept: list[ConsumedRecord], horizon: int | None) -> bytes:
     """Re-encode `kept` as the batch `h` was: same base offset and last offset delta (the
     records keep their offset deltas, with gaps), codec, producer fields, timestamp type,
@@ -431,27 +421,7 @@ def _encode_batch(h: BatchHeader, kept: list[ConsumedRecord], horizon: int | Non
     max_ts = h.max_timestamp if log_append else max(r.timestamp for r in kept)
     body = bytearray()
     for r in kept:
-        rec = bytearray(b"\x00")
-        rec += _varint(r.timestamp - base_ts)
-        rec += _varint(r.offset - h.base_offset)
-        for field in (r.key, r.value):
-            if field is None:
-                rec += b"\x01"
-            else:
-                rec += _varint(len(field))
-                rec += field
-        rec += _varint(len(r.headers))
-        for hk, hv in r.headers:
-            hkb = hk.encode("utf-8")
-            rec += _varint(len(hkb))
-            rec += hkb
-            if hv is None:
-                rec += b"\x01"
-            else:
-                rec += _varint(len(hv))
-                rec += hv
-        body += _varint(len(rec))
-        body += rec
+        append_record(body, r.offset - h.base_offset, r.timestamp - base_ts, r.key, r.value, r.headers)
     codec = h.compression
     section = compression.compress(codec, body) if codec else bytes(body)
     attributes = h.attributes & ~DELETE_HORIZON

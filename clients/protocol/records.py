@@ -224,6 +224,48 @@ def build_control_batch(control_type: int, *, producer_id: int, producer_epoch: 
                   partition_leader_epoch, CREATE_TIME, timestamp_ms, None)
 
 
+def append_record(out: bytearray, offset_delta: int, timestamp_delta: int, key: bytes | None,
+                  value: bytes | None, headers: Sequence[tuple[str, bytes | None]]) -> None:
+    """Append one length-prefixed record (DefaultRecord) to `out`. Shared by the batch
+    builder and the log cleaner, which re-encodes kept records with their offset gaps."""
+    uv = _UV
+    cached = _UV_CACHED
+    slow = _uvarint_bytes
+    zz = (timestamp_delta << 1) ^ (timestamp_delta >> 63)
+    rec = bytearray(b"\x00")                         # attributes: unused, 0
+    rec += uv[zz] if zz < cached else slow(zz)
+    zz = offset_delta << 1
+    rec += uv[zz] if zz < cached else slow(zz)
+    if key is None:
+        rec += b"\x01"                               # varint -1
+    else:
+        zz = len(key) << 1
+        rec += uv[zz] if zz < cached else slow(zz)
+        rec += key
+    if value is None:
+        rec += b"\x01"
+    else:
+        zz = len(value) << 1
+        rec += uv[zz] if zz < cached else slow(zz)
+        rec += value
+    if headers:
+        rec += _varint(len(headers))
+        for hk, hv in headers:
+            hkb = hk.encode("utf-8") if isinstance(hk, str) else hk
+            rec += _varint(len(hkb))
+            rec += hkb
+            if hv is None:
+                rec += b"\x01"
+            else:
+                rec += _varint(len(hv))
+                rec += hv
+    else:
+        rec += b"\x00"
+    zz = len(rec) << 1
+    out += uv[zz] if zz < cached else slow(zz)
+    out += rec
+
+
 def _build(records: Sequence[Record], base_offset: int, codec: int, producer_id: int,
            producer_epoch: int, base_sequence: int, attributes: int,
            partition_leader_epoch: int, timestamp_type: int, now_ms: int | None,
@@ -246,52 +288,13 @@ def _build(records: Sequence[Record], base_offset: int, codec: int, producer_id:
     # Records are encoded right after a placeholder header so that an uncompressed batch
     # is built in one buffer without a copy.
     out = bytearray(HEADER_SIZE)
-    uv = _UV
-    cached = _UV_CACHED
-    slow = _uvarint_bytes
     for i, r in enumerate(records):
         ts = r.timestamp
         if ts is None:
             ts = now_ms
         if ts > max_ts:
             max_ts = ts
-        d = ts - base_ts
-        zz = (d << 1) ^ (d >> 63)
-        rec = bytearray(b"\x00")                     # attributes: unused, 0
-        rec += uv[zz] if zz < cached else slow(zz)
-        zz = i << 1
-        rec += uv[zz] if zz < cached else slow(zz)
-        key = r.key
-        if key is None:
-            rec += b"\x01"                           # varint -1
-        else:
-            zz = len(key) << 1
-            rec += uv[zz] if zz < cached else slow(zz)
-            rec += key
-        value = r.value
-        if value is None:
-            rec += b"\x01"
-        else:
-            zz = len(value) << 1
-            rec += uv[zz] if zz < cached else slow(zz)
-            rec += value
-        headers = r.headers
-        if headers:
-            rec += _varint(len(headers))
-            for hk, hv in headers:
-                hkb = hk.encode("utf-8") if isinstance(hk, str) else hk
-                rec += _varint(len(hkb))
-                rec += hkb
-                if hv is None:
-                    rec += b"\x01"
-                else:
-                    rec += _varint(len(hv))
-                    rec += hv
-        else:
-            rec += b"\x00"
-        zz = len(rec) << 1
-        out += uv[zz] if zz < cached else slow(zz)
-        out += rec
+        append_record(out, i, ts - base_ts, r.key, r.value, r.headers)
 
     if timestamp_type == LOG_APPEND_TIME:
         max_ts = now_ms
