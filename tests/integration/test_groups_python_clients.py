@@ -1,9 +1,10 @@
-"""Four kafka-python KafkaConsumer members of one group, each its own OS process
-(tests/support/groups2_consumer.py), on an 8-partition topic: every partition is owned by
-exactly one member; 20,000 keyed records flow while one member is killed with kill -9; its
-partitions move to the other three once its session (6 s, heartbeat 1 s) expires; nothing
-is lost, and the only records processed twice are the killed member's uncommitted tail,
-re-read by the new owners from the offsets it had committed."""
+"""Four members of one group, each its own OS process (tests/support/groups2_consumer.py),
+on an 8-partition topic, with kafka-python's KafkaConsumer and with aiokafka's
+AIOKafkaConsumer: every partition is owned by exactly one member; 20,000 keyed records flow
+while one member is killed with kill -9; its partitions move to the other three once its
+session (6 s, heartbeat 1 s) expires; nothing is lost, and the only records processed twice
+are the killed member's uncommitted tail, re-read by the new owners from the offsets it had
+committed."""
 from __future__ import annotations
 
 import pytest
@@ -13,12 +14,13 @@ from tests.support.groups2_scenario import HEARTBEAT_MS, SESSION_MS, run_kill9_s
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 
+@pytest.mark.parametrize("client,prefix", [("kafka-python", "kp"), ("aiokafka", "aio")])
 @pytest.mark.parametrize("victim", ["follower", "leader"])
-def test_kafka_python_group_survives_kill9(broker, tmp_path, victim):
+def test_group_survives_kill9_of_a_member(broker, tmp_path, client, prefix, victim):
     """The killed member is the group leader (the member that computed the assignment and
     joined first) or one of the others."""
-    r = run_kill9_scenario(broker.bootstrap, tmp_path, "kafka-python", f"kp-{victim}", victim == "leader")
-    print(f"kafka-python, {victim} killed: partitions {r.victim_partitions} moved {r.move_s:.2f}s after kill -9 "
+    r = run_kill9_scenario(broker.bootstrap, tmp_path, client, f"{prefix}-{victim}", victim == "leader")
+    print(f"{client}, {victim} killed: partitions {r.victim_partitions} moved {r.move_s:.2f}s after kill -9 "
           f"(rebalance began after {r.rebalance_start_s:.2f}s); the victim had processed "
           f"{r.victim_records} records ({r.tail_at_kill} uncommitted), {r.duplicates} re-read {r.duplicates_by_partition}; "
           f"assignment {r.initial_assignment} -> {r.final_assignment}")
