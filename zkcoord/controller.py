@@ -199,8 +199,12 @@ class Controller:
         got = await self.zk.get_partition_states(tps)
         self.states = {tp: PState(s, v) for tp, (s, v) in got.items()}
         await self._initialize_new_partitions()
-        # Partitions whose leader is gone (or that have none) get one now.
+        # Partitions whose leader is gone (or that have none) get one now, and replicas that
+        # died while there was no controller leave the ISRs (Kafka's failover does both).
         await self._elect_leaders([tp for tp, ps in self.states.items() if ps.state.leader not in self.live])
+        dead = {r for tp in self.states for r in self._replicas(tp)} - self.live
+        if dead:
+            await self._remove_from_isr([tp for tp, ps in self.states.items() if set(ps.state.isr) & dead], dead)
         self._send_update_metadata(self.live, list(self.states))
         for b in self.live:
             self._send_leader_and_isr(b, [tp for tp in self.states if b in self._replicas(tp)])
@@ -282,12 +286,18 @@ class Controller:
         return zp.NO_LEADER, False
 
     async def _write_states(self, updates: dict[TopicPartition, zp.PartitionState]) -> list[TopicPartition]:
-        """Conditional writes; a stale version is re-read and reported unchanged."""
+        return (await self._write_states_reporting_stale(updates))[0]
+
+    async def _write_states_reporting_stale(self, updates: dict[TopicPartition, zp.PartitionState]
+                                            ) -> tuple[list[TopicPartition], list[TopicPartition]]:
+        """Conditional writes: (written, stale). A stale partition was re-read, so the caller
+        can decide again from what is really there."""
         if not updates:
-            return []
+            return [], []
         req = {tp: (s, self.states[tp].zk_version) for tp, s in updates.items()}
         results = await self.zk.update_partition_states(req, controller_epoch_zk_version=self.epoch_zk_version)
         done = []
+        stale = []
         for tp, r in results.items():
             if isinstance(r, ControllerMovedError):
                 raise r
@@ -295,15 +305,30 @@ class Controller:
                 got = await self.zk.get_partition_state(*tp)
                 if got is not None:
                     self.states[tp] = PState(*got)
+                    stale.append(tp)
                 continue
             if isinstance(r, Exception):
                 log.warning("controller: writing %s failed: %s", tp, r)
                 continue
             self.states[tp] = PState(updates[tp], r)
             done.append(tp)
-        return done
+        return done, stale
 
     async def _elect_leaders(self, tps: list[TopicPartition], exclude: set[int] = frozenset()) -> list[TopicPartition]:
+        """Elect where needed; a write that met a newer partition state (re-read by
+        _write_states) is decided again from that state, as Kafka retries."""
+        done: list[TopicPartition] = []
+        pending = list(tps)
+        for _ in range(3):
+            written, stale = await self._elect_leaders_once(pending, exclude)
+            done += written
+            if not stale:
+                break
+            pending = stale
+        return done
+
+    async def _elect_leaders_once(self, tps: list[TopicPartition], exclude: set[int]
+                                  ) -> tuple[list[TopicPartition], list[TopicPartition]]:
         updates = {}
         for tp in tps:
             ps = self.states.get(tp)
@@ -324,17 +349,25 @@ class Controller:
                                             zp.LEADER_RECOVERY_RECOVERING if unclean else zp.LEADER_RECOVERY_RECOVERED)
             if unclean:
                 log.warning("controller: UNCLEAN leader election of %s-%d: %d", tp[0], tp[1], leader)
-        return await self._write_states(updates)
+        return await self._write_states_reporting_stale(updates)
 
     async def _remove_from_isr(self, tps: list[TopicPartition], brokers: set[int]) -> list[TopicPartition]:
-        updates = {}
-        for tp in tps:
-            s = self.states[tp].state
-            if s.leader in brokers or not (set(s.isr) & brokers):
-                continue
-            new_isr = [r for r in s.isr if r not in brokers]
-            updates[tp] = zp.PartitionState(s.leader, s.leader_epoch + 1, new_isr, self.epoch)
-        return await self._write_states(updates)
+        done: list[TopicPartition] = []
+        pending = list(tps)
+        for _ in range(3):
+            updates = {}
+            for tp in pending:
+                s = self.states[tp].state
+                if s.leader in brokers or not (set(s.isr) & brokers):
+                    continue
+                new_isr = [r for r in s.isr if r not in brokers]
+                updates[tp] = zp.PartitionState(s.leader, s.leader_epoch + 1, new_isr, self.epoch)
+            written, stale = await self._write_states_reporting_stale(updates)
+            done += written
+            if not stale:
+                break
+            pending = stale
+        return done
 
     # ================================================================== events
     async def _on_brokers_changed(self, added: set[int], removed: set[int]) -> None:

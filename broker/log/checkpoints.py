@@ -24,6 +24,7 @@ from .errors import CheckpointError
 VERSION = 0
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_FILE = "log-start-offset-checkpoint"
+REPLICATION_OFFSET_FILE = "replication-offset-checkpoint"    # high watermarks
 CLEANER_OFFSET_FILE = "cleaner-offset-checkpoint"      # each compacted log's first dirty offset
 LEADER_EPOCH_FILE = "leader-epoch-checkpoint"
 

@@ -80,6 +80,7 @@ class LogManager:
         recovery = self._read_checkpoint(log_dir, checkpoints.RECOVERY_POINT_FILE)
         starts = self._read_checkpoint(log_dir, checkpoints.LOG_START_OFFSET_FILE)
         cleaned = self._read_checkpoint(log_dir, checkpoints.CLEANER_OFFSET_FILE)
+        high_watermarks = self._read_checkpoint(log_dir, checkpoints.REPLICATION_OFFSET_FILE)
         for name in sorted(os.listdir(log_dir)):
             path = os.path.join(log_dir, name)
             if not os.path.isdir(path):
@@ -96,6 +97,8 @@ class LogManager:
                                 partition=tp[1], recovery_point=recovery.get(tp, 0),
                                 log_start_offset=starts.get(tp, 0), clean_shutdown=clean,
                                 deleter=self.deleter, first_dirty_offset=cleaned.get(tp))
+            # The setter clamps to the recovered log, which may have lost its tail.
+            plog.high_watermark = high_watermarks.get(tp, 0)
             self._attach(plog, log_dir)
         if clean:
             # From now on a crash must be recovered from.
@@ -177,6 +180,8 @@ class LogManager:
                                   {tp: lg.recovery_point for tp, lg in logs})
         checkpoints.write_offsets(os.path.join(log_dir, checkpoints.LOG_START_OFFSET_FILE),
                                   {tp: lg.log_start_offset for tp, lg in logs})
+        checkpoints.write_offsets(os.path.join(log_dir, checkpoints.REPLICATION_OFFSET_FILE),
+                                  {tp: lg.high_watermark for tp, lg in logs})
         if self.cleaner_enabled:
             checkpoints.write_offsets(
                 os.path.join(log_dir, checkpoints.CLEANER_OFFSET_FILE),

@@ -1,0 +1,239 @@
+"""KIP-101 (truncation by leader epoch instead of the high watermark) under kill -9.
+
+1. A follower that restarts, catches up, rejoins the ISR and is elected leader at once
+   (the other two replicas are killed the moment it is back in the ISR) loses none of the
+   records acknowledged before; the old leader and follower, restarted, truncate whatever
+   tail the new leader never had and end byte-identical to it.
+2. The leader and a follower killed at (nearly) the same instant, each with a tail the
+   remaining replica does not have (acks=1 writes run next to acks=all writes on the same
+   partition; the remaining replica, then the follower, are frozen a moment before the kill
+   so that the tails exist and differ), restarted in the opposite order: they truncate to the new leader's history
+   and all three replicas end byte-identical (no divergence); no acks=all record is lost
+   (acks=1 records may be: their count is printed, not checked).
+
+Short form: 2 rounds of 1 (the second with the new leader lagging a moment before the kill,
+so that the other two hold a tail it never had), 1 round of 2. `--long` (or
+STROM_LONG_TESTS=1): 6 and 4 rounds.
+"""
+from __future__ import annotations
+
+import random
+import time
+
+import pytest
+
+from tests.chaos.replicas import create_topic, log_bytes, replicas_identical
+from tests.chaos.checker import Checker, ChaosProducer, read_back
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+SESSION_S = 6.0
+
+
+def check_identical(cluster, topic: str) -> bytes:
+    t0 = time.monotonic()
+    try:
+        cluster.wait_until(lambda: replicas_identical(cluster, topic), timeout=60,
+                           message="byte-identical replicas")
+    finally:
+        print(f"replica log sizes {[len(log_bytes(cluster, i, topic)) for i in range(3)]} "
+              f"(identical after {time.monotonic() - t0:.2f} s)")
+    return log_bytes(cluster, 0, topic)
+
+
+def common_prefix(a: bytes, b: bytes) -> int:
+    n = min(len(a), len(b))
+    lo, hi = 0, n
+    while lo < hi:                       # binary search on prefix equality
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+class ByProducer:
+    """Feeds each record read to the checker of the producer that wrote it (values are
+    b"<producer>-<seq>"), so the acks=1 producer's losses, duplicates and reorderings stay
+    out of the acks=all producer's report."""
+
+    def __init__(self, checkers: dict[str, Checker]):
+        self.checkers = checkers
+
+    def record_read(self, partition: int, offset: int, key, value: bytes) -> None:
+        name = value.rpartition(b"-")[0].decode(errors="replace")
+        checker = self.checkers.get(name)
+        if checker is not None:
+            checker.record_read(partition, offset, key, value)
+
+
+def full_isr(cluster, topic: str) -> bool:
+    return sorted(cluster.isr(topic, 0)) == [0, 1, 2]
+
+
+# ---- 1. a restarted follower elected leader at once --------------------------------------------
+
+
+def test_restarted_follower_elected_at_once_keeps_acked_records(cluster, long_run):
+    rounds = 6 if long_run else 2
+    rng = random.Random(101)
+    topic = "kip101-a"
+    create_topic(cluster, topic)
+    checker = Checker()
+    checker_one = Checker()
+    kills: list[tuple[int, bool, dict[int, bytes]]] = []
+    # The acks=all producer is what is checked. A small acks=1 producer on the same partition
+    # gives the leader a tail of its own when a follower lags (acks=all writes alone stop at
+    # the producer's 5 in-flight requests, which the lagging follower has usually been sent).
+    with ChaosProducer(cluster.bootstrap, topic, checker, "all", idempotence=True, rate=3000, keys=None,
+                       config={"log_level": 0, "message.timeout.ms": 120000}) as producer, \
+            ChaosProducer(cluster.bootstrap, topic, checker_one, "one", rate=2000, keys=None,
+                          config={"log_level": 0, "acks": "1", "message.timeout.ms": 120000}) as side:
+        for r in range(rounds):
+            producer.wait_acked(producer.acked + 1500, timeout=60)
+            leader = cluster.leader(topic, 0)
+            f = rng.choice([i for i in range(3) if i != leader])
+            g = next(i for i in range(3) if i not in (leader, f))
+            ctl = cluster.controller_id()
+
+            t0 = time.monotonic()
+            cluster.kill9(f)
+            cluster.wait_until(lambda: f not in cluster.isr(topic, 0), timeout=30,
+                               message=f"broker {f} out of the ISR")
+            cluster.wait_for_broker_gone(f, timeout=30)
+            producer.wait_acked(producer.acked + 500, timeout=30)     # the ISR is {leader, g}
+            cluster.restart(f)
+            cluster.wait_until(lambda: full_isr(cluster, topic), timeout=60,
+                               message=f"broker {f} back in the ISR")
+            t_rejoined = time.monotonic() - t0
+            lagging = r % 2 == 1
+            if lagging:
+                # f (in the ISR) falls behind for a moment, so that the leader and g hold a
+                # tail f never gets (unacknowledged: f is needed for the high watermark).
+                cluster.sigstop(f)
+                time.sleep(0.8)
+            # At once: the leader and the other follower die; f is the only live ISR member.
+            acked_before = checker.acked_count
+            cluster.kill9(leader)
+            cluster.kill9(g)
+            t1 = time.monotonic()
+            at_kill = {i: log_bytes(cluster, i, topic) for i in (leader, g, f)}
+            sizes = {i: len(b) for i, b in at_kill.items()}
+            if lagging:
+                cluster.sigcont(f)
+                assert sizes[leader] > sizes[f], f"no tail beyond the lagging follower: {sizes}"
+            new_leader = cluster.wait_for_leader(topic, 0, timeout=SESSION_S + 30, other_than=leader)
+            t_elected = time.monotonic() - t1
+            state = cluster.partition_state(topic, 0)
+            assert new_leader == f, f"expected {f} (the only live ISR member) to lead: {state}"
+            cluster.wait_for_broker_gone(leader, timeout=30)
+            cluster.wait_for_broker_gone(g, timeout=30)
+            order = [leader, g] if rng.random() < 0.5 else [g, leader]
+            for i in order:
+                cluster.restart(i)
+            cluster.wait_until(lambda: full_isr(cluster, topic), timeout=60, message="full ISR again")
+            t_full = time.monotonic() - t1
+            producer.wait_acked(producer.acked + 500, timeout=60)
+            kills.append((r, lagging, at_kill))
+            print(f"round {r}: leader {leader}, controller {ctl}; follower {f} killed, restarted and back in "
+                  f"the ISR after {t_rejoined:.2f} s; then{' (' + str(f) + ' lagging)' if lagging else ''} "
+                  f"{leader} and {g} killed with {acked_before} acked "
+                  f"(log bytes at the kill: {sizes}); {f} leads at epoch "
+                  f"{state['leader_epoch']} with ISR "
+                  f"{state['isr']} after {t_elected:.2f} s (controller now {cluster.controller_id()}); "
+                  f"restarted {order}, ISR full after {t_full:.2f} s; acked so far {producer.acked}")
+    print(f"acks=all producer: {producer.sent} sent, {producer.acked} acked, {producer.failed} failed "
+          f"{dict(producer.errors)}")
+    print(f"acks=1 producer: {side.sent} sent, {side.acked} acked, {side.failed} failed {dict(side.errors)}")
+    final = check_identical(cluster, topic)
+    for r, lagging, at_kill in kills:
+        cut = {i: len(b) - common_prefix(b, final) for i, b in at_kill.items()}
+        print(f"round {r}: bytes of each replica's log at the kill truncated since: {cut}"
+              f"{' (the new leader lagged)' if lagging else ''}")
+        if lagging:     # the truncation path was exercised: both killed replicas had a tail to drop
+            assert sorted(cut.values())[1] > 0, cut
+    split = ByProducer({"all": checker, "one": checker_one})
+    read_back(cluster.bootstrap, topic, 1, split, config={"log_level": 0})  # type: ignore[arg-type]
+    print(f"acks=1 (informational): {checker_one.report()}")
+    report = checker.report()
+    print(f"acks=all: {report}")
+    report.assert_ok(min_acked=1000)
+
+
+# ---- 2. two brokers with divergent tails do not diverge ------------------------------------------
+
+
+def test_two_failed_brokers_with_tails_do_not_diverge(cluster, long_run):
+    rounds = 4 if long_run else 1
+    rng = random.Random(279)
+    topic = "kip101-b"
+    create_topic(cluster, topic)
+    checker_all = Checker()
+    checker_one = Checker()
+    truncated: list[str] = []
+    kills: list[dict[int, bytes]] = []
+    with ChaosProducer(cluster.bootstrap, topic, checker_all, "all", idempotence=True, rate=2000, keys=None,
+                       config={"log_level": 0, "message.timeout.ms": 120000}) as p_all, \
+            ChaosProducer(cluster.bootstrap, topic, checker_one, "one", rate=8000, keys=None,
+                          config={"log_level": 0, "acks": "1", "message.timeout.ms": 120000}) as p_one:
+        for r in range(rounds):
+            p_all.wait_acked(p_all.acked + 1000, timeout=60)
+            p_one.wait_acked(p_one.acked + 3000, timeout=60)
+            cluster.wait_until(lambda: full_isr(cluster, topic), timeout=60, message="full ISR")
+            leader = cluster.leader(topic, 0)
+            follower = rng.choice([i for i in range(3) if i != leader])
+            rest = next(i for i in range(3) if i not in (leader, follower))
+            ctl = cluster.controller_id()
+            first, second = (leader, follower) if r % 2 == 0 else (follower, leader)
+            # Tails: the remaining replica stops fetching for a moment (staying in the ISR,
+            # well within replica.lag.time.max.ms), then the follower too; the leader takes
+            # acks=1 writes all along. At the kill the leader holds the longest log, the
+            # follower a shorter one, the remaining replica the shortest.
+            cluster.sigstop(rest)
+            time.sleep(0.6)
+            cluster.sigstop(follower)
+            time.sleep(0.4)
+            acked_all = p_all.acked
+            cluster.kill9(first)
+            cluster.kill9(second)
+            t0 = time.monotonic()
+            at_kill = {i: log_bytes(cluster, i, topic) for i in (leader, follower, rest)}
+            cluster.sigcont(rest)
+            sizes = {i: len(b) for i, b in at_kill.items()}
+            assert sizes[leader] > sizes[follower] > sizes[rest], f"no divergent tails: {sizes}"
+            kills.append({i: at_kill[i] for i in (leader, follower)})
+            new_leader = cluster.wait_for_leader(topic, 0, timeout=SESSION_S + 30, other_than=leader)
+            assert new_leader == rest, cluster.partition_state(topic, 0)
+            cluster.wait_for_broker_gone(leader, timeout=30)
+            cluster.wait_for_broker_gone(follower, timeout=30)
+            state_down = cluster.partition_state(topic, 0)
+            # Restart in the opposite order of the kills.
+            cluster.restart(second)
+            time.sleep(rng.uniform(0.2, 1.5))
+            cluster.restart(first)
+            cluster.wait_until(lambda: full_isr(cluster, topic), timeout=60, message="full ISR after restarts")
+            t_full = time.monotonic() - t0
+            p_all.wait_acked(p_all.acked + 500, timeout=60)
+            print(f"round {r}: killed {first} then {second} (leader {leader}, follower {follower}, controller "
+                  f"{ctl}) with {acked_all} acks=all acked; log bytes at the kill {sizes}; "
+                  f"while down: leader {state_down['leader']} epoch {state_down['leader_epoch']} ISR "
+                  f"{state_down['isr']}; restarted {second} then {first}; ISR full after {t_full:.2f} s")
+        final_leader = cluster.leader(topic, 0)
+    print(f"acks=all producer: {p_all.sent} sent, {p_all.acked} acked, {p_all.failed} failed {dict(p_all.errors)}")
+    print(f"acks=1 producer: {p_one.sent} sent, {p_one.acked} acked, {p_one.failed} failed {dict(p_one.errors)}")
+    final = check_identical(cluster, topic)
+    for r, logs in enumerate(kills):
+        for i, b in logs.items():
+            keep = common_prefix(b, final)
+            truncated.append(f"round {r} broker {i}: {len(b) - keep} of {len(b)} bytes truncated")
+    print("divergent tails: " + "; ".join(truncated) + f" (final leader {final_leader})")
+    assert all(len(b) > common_prefix(b, final) for logs in kills for b in logs.values()), \
+        "a killed replica's tail was not truncated (and yet the replicas are identical?)"
+    split = ByProducer({"all": checker_all, "one": checker_one})
+    read_back(cluster.bootstrap, topic, 1, split, config={"log_level": 0})  # type: ignore[arg-type]
+    report_one = checker_one.report()
+    print(f"acks=1 (informational): {report_one}")
+    report = checker_all.report()
+    print(f"acks=all: {report}")
+    report.assert_ok(min_acked=1000)
