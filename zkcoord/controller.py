@@ -361,6 +361,10 @@ class Controller:
                 if s.leader in brokers or not (set(s.isr) & brokers):
                     continue
                 new_isr = [r for r in s.isr if r not in brokers]
+                if not new_isr:
+                    # Kafka never empties an ISR: its last member is the only replica that
+                    # may later be elected without losing acknowledged records.
+                    continue
                 updates[tp] = zp.PartitionState(s.leader, s.leader_epoch + 1, new_isr, self.epoch)
             written, stale = await self._write_states_reporting_stale(updates)
             done += written

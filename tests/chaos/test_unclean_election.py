@@ -1,0 +1,50 @@
+"""unclean.leader.election.enable: when every in-sync replica is gone, a partition stays
+offline (leader -1) unless unclean election is enabled, in which case an out-of-sync
+replica is elected (and acknowledged records may be lost, which is why it is off)."""
+from __future__ import annotations
+
+import pytest
+
+from tests.support.cluster import Cluster
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+TOPIC = "unclean"
+
+
+def isolate_leader(cluster) -> tuple[int, int]:
+    """Leave the partition's leader as the only in-sync replica, then kill it too and
+    restart one follower: (dead leader, restarted out-of-sync follower)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap, "log_level": 0})
+    admin.create_topics([NewTopic(TOPIC, num_partitions=1, replica_assignment=[[0, 1, 2]])])[TOPIC].result(30)
+    cluster.wait_until(lambda: sorted(cluster.isr(TOPIC, 0)) == [0, 1, 2], timeout=30)
+    cluster.kill9(1)
+    cluster.kill9(2)
+    cluster.wait_until(lambda: cluster.isr(TOPIC, 0) == [0], timeout=30)
+    cluster.kill9(0)
+    for b in (0, 1, 2):                 # their ZooKeeper sessions must expire first
+        cluster.wait_for_broker_gone(b)
+    cluster.restart(1)
+    return 0, 1
+
+
+def test_partition_stays_offline_without_unclean_election(tmp_path):
+    with Cluster(tmp_path / "c", brokers=3) as cluster:
+        cluster.start()
+        dead, follower = isolate_leader(cluster)
+        cluster.wait_until(lambda: cluster.partition_state(TOPIC, 0)["leader"] == -1, timeout=30)
+        state = cluster.partition_state(TOPIC, 0)
+        print(f"all in-sync replicas gone: state {state}")
+        assert state["isr"] == [dead]                       # who may be elected cleanly later
+        cluster.restart(dead)
+        cluster.wait_until(lambda: cluster.leader(TOPIC, 0) == dead, timeout=30)
+
+
+def test_unclean_election_elects_an_out_of_sync_replica(tmp_path):
+    with Cluster(tmp_path / "c", brokers=3, overrides={"unclean.leader.election.enable": "true"}) as cluster:
+        cluster.start()
+        dead, follower = isolate_leader(cluster)
+        cluster.wait_until(lambda: cluster.leader(TOPIC, 0) == follower, timeout=30)
+        print(f"unclean election: state {cluster.partition_state(TOPIC, 0)}")
+        assert cluster.isr(TOPIC, 0) == [follower]
