@@ -274,12 +274,18 @@ class Controller:
             created.append(tp)
         return created
 
+    def _unclean_allowed(self, topic: str) -> bool:
+        """The topic's unclean.leader.election.enable if it sets one, else the broker's."""
+        meta = self.zk.topics().get(topic)
+        value = meta.configs.get("unclean.leader.election.enable") if meta is not None else None
+        return self.unclean if value is None else value.strip().lower() == "true"
+
     def _choose_leader(self, tp: TopicPartition, isr: list[int], exclude: set[int] = frozenset()) -> tuple[int, bool]:
         replicas = self._replicas(tp)
         for r in replicas:
             if r in self.live and r in isr and r not in exclude:
                 return r, False
-        if self.unclean:
+        if self._unclean_allowed(tp[0]):
             for r in replicas:
                 if r in self.live and r not in exclude:
                     return r, True

@@ -12,12 +12,13 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 TOPIC = "unclean"
 
 
-def isolate_leader(cluster) -> tuple[int, int]:
+def isolate_leader(cluster, topic_configs: dict[str, str] | None = None) -> tuple[int, int]:
     """Leave the partition's leader as the only in-sync replica, then kill it too and
     restart one follower: (dead leader, restarted out-of-sync follower)."""
     from confluent_kafka.admin import AdminClient, NewTopic
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap, "log_level": 0})
-    admin.create_topics([NewTopic(TOPIC, num_partitions=1, replica_assignment=[[0, 1, 2]])])[TOPIC].result(30)
+    admin.create_topics([NewTopic(TOPIC, num_partitions=1, replica_assignment=[[0, 1, 2]],
+                                  config=topic_configs or {})])[TOPIC].result(30)
     cluster.wait_until(lambda: sorted(cluster.isr(TOPIC, 0)) == [0, 1, 2], timeout=30)
     cluster.kill9(1)
     cluster.kill9(2)
@@ -41,10 +42,12 @@ def test_partition_stays_offline_without_unclean_election(tmp_path):
         cluster.wait_until(lambda: cluster.leader(TOPIC, 0) == dead, timeout=30)
 
 
-def test_unclean_election_elects_an_out_of_sync_replica(tmp_path):
-    with Cluster(tmp_path / "c", brokers=3, overrides={"unclean.leader.election.enable": "true"}) as cluster:
+@pytest.mark.parametrize("where", ["broker", "topic"])
+def test_unclean_election_elects_an_out_of_sync_replica(tmp_path, where):
+    setting = {"unclean.leader.election.enable": "true"}
+    with Cluster(tmp_path / "c", brokers=3, overrides=setting if where == "broker" else None) as cluster:
         cluster.start()
-        dead, follower = isolate_leader(cluster)
+        dead, follower = isolate_leader(cluster, setting if where == "topic" else None)
         cluster.wait_until(lambda: cluster.leader(TOPIC, 0) == follower, timeout=30)
         print(f"unclean election: state {cluster.partition_state(TOPIC, 0)}")
         assert cluster.isr(TOPIC, 0) == [follower]
