@@ -6,7 +6,6 @@ an append to one of its partitions or `max_wait_ms`.
 """
 from __future__ import annotations
 
-import asyncio
 import time
 
 from clients.protocol.errors import Code, KafkaError

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from clients.protocol.errors import Code, KafkaError
 
-from ...replication.replica_manager import READ_COMMITTED
 from ..dispatch import handles
 from .fetch import check_leader_epoch
 
