@@ -42,7 +42,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
 
-from .properties import ConfigError, Property, parse_properties, read_properties  # noqa: F401
+from clients.properties import ConfigError, Property, parse_properties, read_properties  # noqa: F401
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,219 @@
+"""Client configuration: Kafka's key names and defaults, also accepted as Python keywords.
+
+`resolve("producer", {"bootstrap.servers": "h:9092"}, linger_ms=5)` returns a `ClientConfig`:
+a dict keyed by Kafka's dotted names holding every known key of that client kind (defaults
+filled in), values converted to their declared type. A keyword argument is the dotted name
+with dots written as underscores (`linger_ms` -> `linger.ms`). Values may be strings as read
+from a `.properties` file ("5", "true", "all"). An unknown key or a value of the wrong type
+raises `ConfigError` naming the key (librdkafka's rule: a typo should not pass silently).
+
+Only what strom's clients implement is declared; `ignored` keys (security.protocol=PLAINTEXT,
+client.dns.lookup, ...) are accepted so shared config files work, and have no effect.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from clients.properties import ConfigError
+
+__all__ = ["ClientConfig", "ConfigError", "Key", "resolve", "KEYS", "kwarg_to_key",
+           "bootstrap_addresses", "acks_value"]
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str
+    type: str          # int, float, bool, str, list, object (any Python object, e.g. a callable)
+    default: Any
+    doc: str = ""
+
+
+def _k(name: str, type_: str, default: Any, doc: str = "") -> Key:
+    return Key(name, type_, default, doc)
+
+
+_COMMON = [
+    _k("bootstrap.servers", "list", [], "host:port pairs used to discover the cluster"),
+    _k("client.id", "str", "strom", "sent with every request; shows in broker logs"),
+    _k("request.timeout.ms", "int", 30000, "how long to wait for any one response"),
+    _k("metadata.max.age.ms", "int", 300000, "refresh metadata at least this often"),
+    _k("retry.backoff.ms", "int", 100, "wait before retrying a failed request"),
+    _k("retry.backoff.max.ms", "int", 1000, "upper bound of the growing retry backoff"),
+    _k("reconnect.backoff.ms", "int", 50, "first wait before reconnecting to a broker"),
+    _k("reconnect.backoff.max.ms", "int", 1000, "upper bound of the reconnect backoff"),
+    _k("socket.connection.setup.timeout.ms", "int", 10000, "how long a connect may take"),
+    _k("connections.max.idle.ms", "int", 540000, "accepted for compatibility"),
+]
+_IGNORED = ["security.protocol", "client.dns.lookup", "send.buffer.bytes", "receive.buffer.bytes",
+            "socket.connection.setup.timeout.max.ms", "metrics.sample.window.ms",
+            "metrics.num.samples", "metrics.recording.level", "client.rack"]
+
+_PRODUCER = [
+    _k("acks", "str", "all", "0, 1 or all (-1)"),
+    _k("batch.size", "int", 16384, "bytes per partition batch before it is sent"),
+    _k("linger.ms", "float", 5.0, "how long a batch waits for more records"),
+    _k("buffer.memory", "int", 33554432, "bytes of records waiting to be sent"),
+    _k("max.block.ms", "int", 60000, "how long send() blocks on metadata or buffer space"),
+    _k("compression.type", "str", "none", "none, gzip, snappy, lz4 or zstd"),
+    _k("compression.level", "int", None, "codec level (codec default when unset)"),
+    _k("retries", "int", 2147483647, "how often a failed batch is resent"),
+    _k("delivery.timeout.ms", "int", 120000, "upper bound from send() to success or failure"),
+    _k("enable.idempotence", "bool", True, "InitProducerId + sequence numbers: no duplicates"),
+    _k("max.in.flight.requests.per.connection", "int", 5, "unacknowledged requests per broker"),
+    _k("max.request.size", "int", 1048576, "largest produce request (and record) in bytes"),
+    _k("partitioner", "object", None, "callable(topic, key, key_bytes, value, value_bytes, "
+       "cluster) -> partition; default murmur2 for keys, sticky for null keys"),
+    _k("partitioner.ignore.keys", "bool", False, "sticky partitioning even for keyed records"),
+    _k("key.serializer", "object", None, "Serializer (or callable) for keys"),
+    _k("value.serializer", "object", None, "Serializer (or callable) for values"),
+    _k("transactional.id", "str", None, "transactions are not supported yet; must stay unset"),
+]
+
+_CONSUMER = [
+    _k("group.id", "str", None, "consumer group; required for subscribe() and commits"),
+    _k("group.instance.id", "str", None, "static membership id"),
+    _k("auto.offset.reset", "str", "latest", "earliest, latest or none"),
+    _k("enable.auto.commit", "bool", True, "commit positions in the background"),
+    _k("auto.commit.interval.ms", "int", 5000, "how often auto-commit runs"),
+    _k("session.timeout.ms", "int", 45000, "how long the coordinator waits for heartbeats"),
+    _k("heartbeat.interval.ms", "int", 3000, "how often heartbeats are sent"),
+    _k("max.poll.interval.ms", "int", 300000, "longest gap between poll() calls"),
+    _k("max.poll.records", "int", 500, "most records one poll() returns"),
+    _k("fetch.min.bytes", "int", 1, "a fetch waits until this much data is there"),
+    _k("fetch.max.bytes", "int", 52428800, "most bytes one fetch response carries"),
+    _k("fetch.max.wait.ms", "int", 500, "longest a fetch waits for fetch.min.bytes"),
+    _k("max.partition.fetch.bytes", "int", 1048576, "most bytes per partition per fetch"),
+    _k("isolation.level", "str", "read_uncommitted", "read_uncommitted or read_committed"),
+    _k("partition.assignment.strategy", "list", ["range", "cooperative-sticky"],
+       "range, roundrobin, cooperative-sticky (first common one wins)"),
+    _k("check.crcs", "bool", True, "verify batch CRCs on fetch"),
+    _k("exclude.internal.topics", "bool", True, "regex subscriptions skip internal topics"),
+    _k("allow.auto.create.topics", "bool", False, "subscribe() may auto-create topics"),
+    _k("key.deserializer", "object", None, "Deserializer (or callable) for keys"),
+    _k("value.deserializer", "object", None, "Deserializer (or callable) for values"),
+]
+
+_ADMIN = [
+    _k("default.api.timeout.ms", "int", 60000, "how long an admin call may take in all"),
+]
+
+KEYS: dict[str, dict[str, Key]] = {
+    "common": {k.name: k for k in _COMMON},
+    "producer": {k.name: k for k in _COMMON + _PRODUCER},
+    "consumer": {k.name: k for k in _COMMON + _CONSUMER + _ADMIN},
+    "admin": {k.name: k for k in _COMMON + _ADMIN},
+}
+
+
+class ClientConfig(dict):
+    """Resolved configuration: Kafka's dotted names -> typed values, every key present."""
+
+    kind: str = ""
+
+    def ms(self, key: str) -> float:
+        """A `*.ms` value in seconds (None stays None)."""
+        v = self[key]
+        return None if v is None else v / 1000.0  # type: ignore[return-value]
+
+
+def kwarg_to_key(name: str) -> str:
+    """`linger_ms` -> `linger.ms`: Python keyword arguments name Kafka's dotted keys."""
+    return name.replace("_", ".")
+
+
+def _convert(key: Key, value: Any, where: str) -> Any:
+    if value is None:
+        return None
+    t = key.type
+    try:
+        if t == "object":
+            return value
+        if t == "list":
+            if isinstance(value, str):
+                return [p.strip() for p in value.split(",") if p.strip()]
+            return list(value)
+        if t == "bool":
+            if isinstance(value, bool):
+                return value
+            if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+                return value.strip().lower() == "true"
+            raise ValueError("expected true or false")
+        if t == "int":
+            if isinstance(value, bool):
+                raise ValueError("expected an integer")
+            return int(value)
+        if t == "float":
+            return float(value)
+        return str(value)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"{where}{key.name}: invalid value {value!r} ({e})", key.name) from None
+
+
+_CHOICES: dict[str, tuple[str, ...]] = {
+    "acks": ("0", "1", "-1", "all"),
+    "compression.type": ("none", "gzip", "snappy", "lz4", "zstd"),
+    "auto.offset.reset": ("earliest", "latest", "none", "smallest", "largest"),
+    "isolation.level": ("read_uncommitted", "read_committed"),
+}
+
+
+def resolve(kind: str, config: Mapping[str, Any] | None = None, *, source: str = "",
+            **kwargs: Any) -> ClientConfig:
+    """Merge `config` (dotted keys) and `kwargs` (Python names; they win) over the defaults
+    of `kind` ("producer", "consumer", "admin"). `source` (a file name) prefixes errors."""
+    keys = KEYS[kind]
+    where = f"{source}: " if source else ""
+    given: dict[str, Any] = {}
+    for name, value in (config or {}).items():
+        given[name] = value
+    for name, value in kwargs.items():
+        given[kwarg_to_key(name)] = value
+    out = ClientConfig()
+    out.kind = kind
+    for key in keys.values():
+        out[key.name] = key.default if not isinstance(key.default, list) else list(key.default)
+    for name, value in given.items():
+        if name in _IGNORED:
+            continue
+        key = keys.get(name)
+        if key is None:
+            raise ConfigError(f"{where}{name}: unknown {kind} configuration key", name)
+        v = _convert(key, value, where)
+        choices = _CHOICES.get(name)
+        if choices is not None and v is not None and str(v).lower() not in choices:
+            raise ConfigError(f"{where}{name}: invalid value {value!r} "
+                              f"(one of {', '.join(choices)})", name)
+        out[name] = v.lower() if choices and isinstance(v, str) else v
+    if out.get("acks") == "-1":
+        out["acks"] = "all"
+    if out.get("auto.offset.reset") in ("smallest", "largest"):
+        out["auto.offset.reset"] = {"smallest": "earliest", "largest": "latest"}[
+            out["auto.offset.reset"]]
+    if not out["bootstrap.servers"]:
+        raise ConfigError(f"{where}bootstrap.servers: required (host:port[,host:port...])",
+                          "bootstrap.servers")
+    bootstrap_addresses(out["bootstrap.servers"])  # validate early
+    return out
+
+
+def bootstrap_addresses(servers: list[str] | str) -> list[tuple[str, int]]:
+    """`["h1:9092", "h2:9093"]` (or "h1:9092,h2:9093") -> [(host, port), ...]."""
+    if isinstance(servers, str):
+        servers = [s for s in servers.split(",") if s.strip()]
+    out = []
+    for s in servers:
+        s = s.strip()
+        if "://" in s:
+            s = s.split("://", 1)[1]
+        host, sep, port = s.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise ConfigError(f"bootstrap.servers: {s!r} is not host:port", "bootstrap.servers")
+        out.append((host.strip("[]"), int(port)))
+    return out
+
+
+def acks_value(acks: str) -> int:
+    """The wire value of an `acks` setting."""
+    return -1 if acks in ("all", "-1") else int(acks)
+
