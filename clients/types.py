@@ -1,0 +1,76 @@
+"""Value types shared by strom's producer, consumer and admin client (sync and async).
+
+Plain immutable tuples, named as in Kafka's Java client, so they hash, compare and print
+well and can be used as dict keys (`TopicPartition`).
+"""
+from __future__ import annotations
+
+from typing import NamedTuple, Sequence
+
+__all__ = ["TopicPartition", "OffsetAndMetadata", "OffsetAndTimestamp", "RecordMetadata",
+           "ConsumerRecord", "NewTopic", "Header", "TIMESTAMP_CREATE_TIME",
+           "TIMESTAMP_LOG_APPEND_TIME", "TIMESTAMP_NOT_AVAILABLE"]
+
+Header = tuple[str, bytes | None]
+
+TIMESTAMP_NOT_AVAILABLE = -1
+TIMESTAMP_CREATE_TIME = 0
+TIMESTAMP_LOG_APPEND_TIME = 1
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+class OffsetAndMetadata(NamedTuple):
+    """A committed (or to be committed) position: the offset of the next record to read."""
+
+    offset: int
+    metadata: str = ""
+    leader_epoch: int = -1
+
+
+class OffsetAndTimestamp(NamedTuple):
+    offset: int
+    timestamp: int
+    leader_epoch: int = -1
+
+
+class RecordMetadata(NamedTuple):
+    """Where a produced record landed. `offset` is -1 with acks=0 (no answer to read it
+    from); `timestamp` is the create time sent, or the broker's LogAppendTime."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    serialized_key_size: int = -1
+    serialized_value_size: int = -1
+
+
+class ConsumerRecord(NamedTuple):
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    timestamp_type: int          # TIMESTAMP_CREATE_TIME or TIMESTAMP_LOG_APPEND_TIME
+    key: object                  # bytes, or what the key deserializer made of them
+    value: object
+    headers: Sequence[Header] = ()
+    leader_epoch: int = -1
+    serialized_key_size: int = -1
+    serialized_value_size: int = -1
+
+
+class NewTopic(NamedTuple):
+    """A topic to create. -1 partitions / replication factor: the broker's defaults."""
+
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    config: dict[str, str] = {}
+    replica_assignment: dict[int, list[int]] | None = None
