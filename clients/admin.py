@@ -1,0 +1,122 @@
+"""AdminClient: the blocking face of `clients.aio.admin.AsyncAdminClient`.
+
+Every method runs the async client's coroutine of the same name on the client's own I/O
+thread (`clients._loop.LoopThread`) and waits for it, re-raising its exception unchanged: the
+error-table classes of `clients.protocol.errors` (message naming the topic/group), or
+KafkaTimeoutError / KafkaConnectionError from `clients.aio.errors`. Timeouts are in seconds.
+
+    with AdminClient({"bootstrap.servers": "localhost:9092"}) as admin:
+        admin.create_topics([NewTopic("events", 3, 1)])
+        print(admin.describe_topics(["events"])["events"].partitions)
+
+Thread-safe: calls from several threads are serialised onto the one event loop. Do not call
+it from inside its own callbacks (there are none today) - that would block its I/O thread.
+"""
+from __future__ import annotations
+
+from typing import Any, Coroutine, Iterable, Mapping, TypeVar
+
+from clients._loop import LoopThread
+from clients.aio.admin import (AsyncAdminClient, BrokerInfo, ClusterDescription, ConfigEntry,
+                               GroupDescription, GroupListing, MemberDescription, OffsetSpec,
+                               PartitionDescription, ResourceType, TopicDescription)
+from clients.types import NewTopic, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+
+__all__ = ["AdminClient", "ClusterDescription", "BrokerInfo", "TopicDescription",
+           "PartitionDescription", "ConfigEntry", "GroupListing", "GroupDescription",
+           "MemberDescription", "NewTopic"]
+
+T = TypeVar("T")
+
+
+class AdminClient:
+    """Kafka admin operations, blocking. `AdminClient(config=None, **kwargs)` takes the
+    same keys as `AsyncAdminClient`; close() (or `with`) releases the thread and sockets."""
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any):
+        self._thread = LoopThread("strom-admin")
+        try:
+            self._admin = self._thread.run(_make(config, kwargs))
+        except BaseException:
+            self._thread.close()
+            raise
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        # No outer timeout: each coroutine is bounded by its own timeout / default.api.timeout.ms.
+        return self._thread.run(coro)
+
+    def close(self) -> None:
+        self._thread.close(self._admin.close())
+
+    def __enter__(self) -> "AdminClient":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ topics
+
+    def create_topics(self, new_topics: list[NewTopic], validate_only: bool = False,
+                      timeout: float = 30.0) -> None:
+        self._run(self._admin.create_topics(new_topics, validate_only, timeout))
+
+    def delete_topics(self, names: list[str], timeout: float = 30.0) -> None:
+        self._run(self._admin.delete_topics(names, timeout))
+
+    def create_partitions(self, new_counts: Mapping[str, int], validate_only: bool = False,
+                          timeout: float = 30.0) -> None:
+        self._run(self._admin.create_partitions(new_counts, validate_only, timeout))
+
+    def list_topics(self, include_internal: bool = False) -> list[str]:
+        return self._run(self._admin.list_topics(include_internal))
+
+    def describe_cluster(self) -> ClusterDescription:
+        return self._run(self._admin.describe_cluster())
+
+    def describe_topics(self, names: list[str] | None = None) -> dict[str, TopicDescription]:
+        return self._run(self._admin.describe_topics(names))
+
+    # ------------------------------------------------------------------ configs
+
+    def describe_configs(self, resource_type: ResourceType, name: str,
+                         keys: list[str] | None = None) -> dict[str, ConfigEntry]:
+        return self._run(self._admin.describe_configs(resource_type, name, keys))
+
+    def alter_configs(self, resource_type: ResourceType, name: str,
+                      set: Mapping[str, str] | None = None,
+                      delete: Iterable[str] | None = None) -> None:
+        self._run(self._admin.alter_configs(resource_type, name, set, delete))
+
+    # ------------------------------------------------------------------ groups
+
+    def list_groups(self) -> list[GroupListing]:
+        return self._run(self._admin.list_groups())
+
+    def describe_groups(self, group_ids: list[str]) -> dict[str, GroupDescription]:
+        return self._run(self._admin.describe_groups(group_ids))
+
+    def delete_groups(self, group_ids: list[str]) -> None:
+        self._run(self._admin.delete_groups(group_ids))
+
+    def list_group_offsets(self, group_id: str, partitions: list[TopicPartition] | None = None
+                           ) -> dict[TopicPartition, OffsetAndMetadata]:
+        return self._run(self._admin.list_group_offsets(group_id, partitions))
+
+    def alter_group_offsets(self, group_id: str,
+                            offsets: Mapping[TopicPartition, OffsetAndMetadata | int]) -> None:
+        self._run(self._admin.alter_group_offsets(group_id, offsets))
+
+    # ------------------------------------------------------------------ offsets and records
+
+    def list_offsets(self, specs: Mapping[TopicPartition, OffsetSpec | str],
+                     isolation_level: str = "read_uncommitted"
+                     ) -> dict[TopicPartition, OffsetAndTimestamp]:
+        return self._run(self._admin.list_offsets(specs, isolation_level))
+
+    def delete_records(self, before: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+        return self._run(self._admin.delete_records(before))
+
+
+async def _make(config: Mapping[str, Any] | None, kwargs: dict[str, Any]) -> AsyncAdminClient:
+    # Built on the loop thread so every asyncio object belongs to that loop.
+    return AsyncAdminClient(config, **kwargs)
