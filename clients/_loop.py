@@ -57,11 +57,13 @@ class LoopThread:
             raise RuntimeError("a blocking client call was made from the client's own "
                                "I/O thread (inside a callback?)")
         fut = self.submit(coro)
-        try:
-            return fut.result(timeout)
-        except concurrent.futures.TimeoutError:
+        # Not fut.result(timeout): its TimeoutError could not be told from a TimeoutError
+        # (KafkaTimeoutError) raised by the coroutine itself, which must reach the caller.
+        done, _ = concurrent.futures.wait([fut], timeout)
+        if not done:
             fut.cancel()
-            raise TimeoutError(f"timed out after {timeout}s") from None
+            raise TimeoutError(f"timed out after {timeout}s")
+        return fut.result()
 
     def call_soon(self, fn: Callable[..., Any], *args: Any) -> None:
         """Run a plain function on the loop thread (fire and forget)."""

@@ -1,0 +1,412 @@
+"""The producer's record accumulator: per-partition batches waiting to be sent. Sans-io.
+
+`send()` appends each record to the last open batch of its partition (`append`); a batch
+is full when the next record would take it past `batch.size` (a record bigger than that
+gets a batch of its own). The sender asks which brokers have something to send (`ready`)
+and takes at most one batch per partition for each such broker (`drain`): a partition is
+ready when its first batch is full, has waited `linger.ms`, a flush or close is under way,
+or a send is waiting for buffer memory. A broker that is ready for one partition gets the
+first batch of every partition it leads, full or not, so one ProduceRequest carries all.
+
+Draining *closes* a batch: it is given its producer id, epoch and base sequence and built
+once with `build_batch` (compressed then); a retry resends the same bytes. Per-record work
+is only what `append` does: a list append and a size estimate.
+
+Ordering and idempotence (Kafka's rules): sequence numbers are assigned per partition in
+drain order. A batch that must be retried goes back to the head of its partition's queue in
+sequence order (`reenqueue`), and while a partition has a retry queued nothing else of that
+partition is sent until everything in flight has come back; retries are then sent one at
+a time. So the broker always sees a partition's sequences in order: a retry can be
+recognised as a duplicate, never appended twice. Without retries pending, up to
+`max_in_flight` batches of a partition may be in flight.
+
+`buffer.memory` is accounted by record size estimate: `reserve` before appending,
+released when the batch completes (`deallocate`). Waiting for memory is the caller's
+business (the async producer awaits a condition); `waiting_for_memory` tells the
+accumulator to send everything now.
+
+All times are in seconds of a caller-supplied monotonic clock. Not thread-safe: one
+producer's event loop owns it.
+"""
+from __future__ import annotations
+
+from collections import deque
+from typing import Any, Callable, Iterable, Sequence
+
+from clients.protocol.batch_header import HEADER_SIZE
+from clients.protocol.records import Record, build_batch
+from clients.types import RecordMetadata, TopicPartition
+
+__all__ = ["ProducerBatch", "RecordAccumulator", "record_size", "BATCH_OVERHEAD"]
+
+BATCH_OVERHEAD = HEADER_SIZE
+_RECORD_OVERHEAD = 21        # attributes, the largest timestamp/offset deltas, lengths
+_HEADER_OVERHEAD = 10
+
+NO_SEQUENCE = -1
+INT32_MAX = 2**31 - 1
+
+# (future-like, timestamp, key size, value size, on_delivery or None)
+Waiter = tuple[Any, int, int, int, Any]
+
+
+def record_size(key: bytes | None, value: bytes | None,
+                headers: Sequence[tuple[str, bytes | None]]) -> int:
+    """Upper-bound estimate of a record's encoded size in a batch (uncompressed)."""
+    n = _RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
+    for hk, hv in headers:
+        n += _HEADER_OVERHEAD + len(hk) * 4 + (len(hv) if hv else 0)
+    return n
+
+
+def _settle(fut: Any, result: Any = None, error: BaseException | None = None) -> None:
+    if fut.done():
+        return
+    if error is None:
+        fut.set_result(result)
+    else:
+        fut.set_exception(error)
+        if hasattr(fut, "get_loop"):
+            fut.exception()  # asyncio: mark retrieved; callers may rely on callbacks alone
+
+
+class ProducerBatch:
+    """Records for one partition, sent and acknowledged together."""
+
+    __slots__ = ("tp", "records", "waiters", "size", "created", "deadline", "attempts",
+                 "retry_at", "producer_id", "producer_epoch", "base_sequence", "built",
+                 "done", "_done_callbacks", "in_flight", "error_on_retry")
+
+    def __init__(self, tp: TopicPartition, now: float, deadline: float):
+        self.tp = tp
+        self.records: list[Record] = []
+        self.waiters: list[Waiter] = []
+        self.size = BATCH_OVERHEAD
+        self.created = now
+        self.deadline = deadline          # delivery.timeout.ms from creation
+        self.attempts = 0
+        self.retry_at = 0.0
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self.base_sequence = NO_SEQUENCE
+        self.built: bytes | None = None
+        self.done = False
+        self.in_flight = False
+        self.error_on_retry: BaseException | None = None
+        self._done_callbacks: list[Callable[[], None]] = []
+
+    def __repr__(self) -> str:
+        return (f"<ProducerBatch {self.tp} n={len(self.records)} seq={self.base_sequence} "
+                f"attempts={self.attempts}>")
+
+    @property
+    def record_count(self) -> int:
+        return len(self.records)
+
+    @property
+    def last_sequence(self) -> int:
+        return (self.base_sequence + len(self.records) - 1) & INT32_MAX
+
+    @property
+    def is_retry(self) -> bool:
+        return self.attempts > 0
+
+    def has_room(self, size: int, batch_size: int) -> bool:
+        return not self.records or self.size + size <= batch_size
+
+    def append(self, record: Record, size: int, waiter: Waiter) -> int:
+        """Add a record; returns its offset delta in the batch."""
+        self.records.append(record)
+        self.waiters.append(waiter)
+        self.size += size
+        return len(self.records) - 1
+
+    def build(self, compression: int, level: int | None) -> bytes:
+        """The batch's bytes; built once, again only if its producer identity changed."""
+        if self.built is None:
+            self.built = build_batch(self.records, compression=compression,
+                                     producer_id=self.producer_id,
+                                     producer_epoch=self.producer_epoch,
+                                     base_sequence=self.base_sequence,
+                                     compression_level=level)
+        return self.built
+
+    def reset_sequence(self) -> None:
+        """Forget the producer identity (an epoch bump): the next drain re-sequences it."""
+        self.base_sequence = NO_SEQUENCE
+        self.built = None
+
+    def add_done_callback(self, fn: Callable[[], None]) -> None:
+        if self.done:
+            fn()
+        else:
+            self._done_callbacks.append(fn)
+
+    def complete(self, base_offset: int, log_append_time: int) -> None:
+        """Resolve every record's future with its RecordMetadata (offset -1 when unknown)."""
+        if self.done:
+            return
+        self.done = True
+        topic, partition = self.tp
+        for delta, (fut, ts, ksz, vsz, cb) in enumerate(self.waiters):
+            md = RecordMetadata(topic, partition, base_offset + delta if base_offset >= 0 else -1,
+                                log_append_time if log_append_time != -1 else ts, ksz, vsz)
+            _settle(fut, md)
+            if cb is not None:
+                _call(cb, None, md)
+        self._finish()
+
+    def fail(self, error: BaseException) -> None:
+        if self.done:
+            return
+        self.done = True
+        for fut, _, _, _, cb in self.waiters:
+            _settle(fut, error=error)
+            if cb is not None:
+                _call(cb, error, None)
+        self._finish()
+
+    def _finish(self) -> None:
+        self.records = []       # the bytes may still be needed by nobody: free them
+        self.built = None
+        callbacks, self._done_callbacks = self._done_callbacks, []
+        for fn in callbacks:
+            fn()
+
+
+def _call(cb: Callable[[Any, Any], Any], err: Any, md: Any) -> None:
+    try:
+        cb(err, md)
+    except Exception:  # a user callback must not break the producer
+        import logging
+        logging.getLogger("strom.client.producer").exception("on_delivery callback failed")
+
+
+class RecordAccumulator:
+    """Per-partition queues of batches, plus the sequence state of an idempotent producer.
+
+    `leader_of(tp) -> node id or -1` is passed to `ready`/`drain` so that this stays sans-io.
+    """
+
+    def __init__(self, *, batch_size: int = 16384, linger: float = 0.005,
+                 buffer_memory: int = 32 * 1024 * 1024, compression: int = 0,
+                 compression_level: int | None = None, delivery_timeout: float = 120.0,
+                 max_in_flight: int = 5, idempotent: bool = False):
+        self.batch_size = batch_size
+        self.linger = linger
+        self.buffer_memory = buffer_memory
+        self.compression = compression
+        self.compression_level = compression_level
+        self.delivery_timeout = delivery_timeout
+        self.max_in_flight = max_in_flight
+        self.idempotent = idempotent
+        self.batches: dict[TopicPartition, deque[ProducerBatch]] = {}
+        self.incomplete: set[ProducerBatch] = set()
+        self.used = 0                    # buffer bytes reserved by records not yet done
+        self.flushes = 0                 # flush() calls under way
+        self.closing = False
+        self.waiting_for_memory = 0      # sends blocked in reserve (makes everything ready)
+        # Idempotence: per-partition sequence state.
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self.next_sequence: dict[TopicPartition, int] = {}
+        self.last_acked: dict[TopicPartition, int] = {}
+        self.in_flight: dict[TopicPartition, list[ProducerBatch]] = {}
+        self._drain_start = 0
+
+    # ------------------------------------------------------------------ memory
+
+    def reserve(self, size: int) -> bool:
+        """Take `size` bytes of buffer memory if they are free."""
+        if self.used + size > self.buffer_memory and self.used > 0:
+            return False
+        self.used += size
+        return True
+
+    def deallocate(self, batch: ProducerBatch) -> None:
+        """Give a completed batch's memory back and forget it."""
+        self.used -= batch.size - BATCH_OVERHEAD
+        self.incomplete.discard(batch)
+        flights = self.in_flight.get(batch.tp)
+        if flights and batch in flights:
+            flights.remove(batch)
+        batch.in_flight = False
+
+    # ------------------------------------------------------------------ appending
+
+    def append(self, tp: TopicPartition, record: Record, size: int, waiter: Waiter,
+               now: float, abort_on_new_batch: bool = False) -> tuple[ProducerBatch | None, bool]:
+        """Append a record whose memory is reserved. Returns (batch, created) where
+        `created` says a new batch was opened, or (None, False) when
+        `abort_on_new_batch` and the record would open one (the sticky partitioner then
+        moves on and the caller appends elsewhere)."""
+        dq = self.batches.get(tp)
+        if dq is None:
+            dq = self.batches[tp] = deque()
+        if dq:
+            last = dq[-1]
+            if last.base_sequence == NO_SEQUENCE and not last.is_retry and last.has_room(
+                    size, self.batch_size):
+                last.append(record, size, waiter)
+                return last, False
+        if abort_on_new_batch:
+            return None, False
+        batch = ProducerBatch(tp, now, now + self.delivery_timeout)
+        batch.append(record, size, waiter)
+        dq.append(batch)
+        self.incomplete.add(batch)
+        return batch, True
+
+    # ------------------------------------------------------------------ sending
+
+    def _sendable(self, tp: TopicPartition, batch: ProducerBatch, now: float) -> bool:
+        """May the head batch of `tp` go out now, as far as ordering is concerned?"""
+        flights = self.in_flight.get(tp)
+        n = len(flights) if flights else 0
+        if batch.is_retry:
+            return n == 0 and batch.retry_at <= now
+        return n < self.max_in_flight
+
+    def ready(self, leader_of: Callable[[TopicPartition], int],
+              now: float) -> tuple[set[int], float | None, set[str]]:
+        """(nodes with a batch to send now, seconds until the next batch may become ready
+        or None, topics whose leader is unknown)."""
+        nodes: set[int] = set()
+        unknown: set[str] = set()
+        next_delay: float | None = None
+        hurry = self.flushes > 0 or self.closing or self.waiting_for_memory > 0
+        for tp, dq in self.batches.items():
+            if not dq:
+                continue
+            head = dq[0]
+            leader = leader_of(tp)
+            if leader < 0:
+                unknown.add(tp.topic)
+                continue
+            if leader in nodes:
+                continue
+            flights = self.in_flight.get(tp)
+            if head.is_retry:
+                if flights:
+                    continue         # retries wait until the partition has nothing in flight
+                wait = head.retry_at - now
+            elif flights and len(flights) >= self.max_in_flight:
+                continue
+            elif hurry or len(dq) > 1 or head.size >= self.batch_size:
+                wait = 0.0
+            else:
+                wait = head.created + self.linger - now
+            if wait <= 0:
+                nodes.add(leader)
+            elif next_delay is None or wait < next_delay:
+                next_delay = wait
+        return nodes, next_delay, unknown
+
+    def drain(self, leader_of: Callable[[TopicPartition], int], nodes: Iterable[int],
+              max_request_size: int, now: float) -> dict[int, list[ProducerBatch]]:
+        """Take at most one batch per partition for each of `nodes`, up to
+        `max_request_size` bytes per node (the first batch always fits), closing and
+        building each. Returned batches are marked in flight."""
+        wanted = set(nodes)
+        out: dict[int, list[ProducerBatch]] = {}
+        sizes: dict[int, int] = {}
+        tps = list(self.batches)
+        if not tps:
+            return out
+        # Rotate the starting partition so that no partition is always last to be drained.
+        start = self._drain_start % len(tps)
+        self._drain_start += 1
+        for tp in tps[start:] + tps[:start]:
+            dq = self.batches[tp]
+            if not dq:
+                continue
+            leader = leader_of(tp)
+            if leader not in wanted:
+                continue
+            head = dq[0]
+            if not self._sendable(tp, head, now):
+                continue
+            data = self._close(head)
+            used = sizes.get(leader, 0)
+            if used and used + len(data) > max_request_size:
+                continue
+            dq.popleft()
+            sizes[leader] = used + len(data)
+            out.setdefault(leader, []).append(head)
+            head.in_flight = True
+            head.attempts += 1
+            self.in_flight.setdefault(tp, []).append(head)
+        return out
+
+    def _close(self, batch: ProducerBatch) -> bytes:
+        if self.idempotent and batch.base_sequence == NO_SEQUENCE:
+            seq = self.next_sequence.get(batch.tp, 0)
+            batch.producer_id = self.producer_id
+            batch.producer_epoch = self.producer_epoch
+            batch.base_sequence = seq
+            batch.built = None
+            self.next_sequence[batch.tp] = (seq + len(batch.records)) & INT32_MAX
+        return batch.build(self.compression, self.compression_level)
+
+    # ------------------------------------------------------------------ outcomes
+
+    def acknowledged(self, batch: ProducerBatch) -> None:
+        """The broker has the batch: its sequence is the partition's last acknowledged."""
+        if self.idempotent and batch.base_sequence != NO_SEQUENCE:
+            self.last_acked[batch.tp] = batch.last_sequence
+
+    def is_next_sequence(self, batch: ProducerBatch) -> bool:
+        """Is `batch` the first one the broker has not acknowledged yet? An
+        OUT_OF_ORDER_SEQUENCE_NUMBER for any later batch only means an earlier one failed."""
+        last = self.last_acked.get(batch.tp, -1)
+        return batch.base_sequence == ((last + 1) & INT32_MAX)
+
+    def reenqueue(self, batch: ProducerBatch, now: float, backoff: float) -> None:
+        """Put a batch that will be retried back at the head of its queue, before any
+        batch with a higher sequence (or any fresh batch)."""
+        flights = self.in_flight.get(batch.tp)
+        if flights and batch in flights:
+            flights.remove(batch)
+        batch.in_flight = False
+        batch.retry_at = now + backoff
+        dq = self.batches.setdefault(batch.tp, deque())
+        key = (batch.base_sequence, batch.created)
+        i = 0
+        while i < len(dq) and dq[i].is_retry and (dq[i].base_sequence, dq[i].created) < key:
+            i += 1
+        dq.insert(i, batch)
+
+    def expired(self, now: float) -> list[ProducerBatch]:
+        """Batches not in flight whose delivery timeout has passed, removed from the
+        queues (the caller fails them)."""
+        out = []
+        for dq in self.batches.values():
+            while dq and dq[0].deadline <= now:
+                out.append(dq.popleft())
+            # Later batches are younger, except retries put back at the head.
+        return out
+
+    def reset_producer(self, producer_id: int, producer_epoch: int) -> None:
+        """A new producer id or epoch: every partition's sequence starts again at 0, and
+        batches not yet acknowledged will be re-sequenced when drained next."""
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.next_sequence.clear()
+        self.last_acked.clear()
+        for dq in self.batches.values():
+            for b in dq:
+                b.reset_sequence()
+
+    def abort_all(self, error: BaseException) -> list[ProducerBatch]:
+        """Remove every queued batch (not those in flight); the caller fails them."""
+        out = [b for dq in self.batches.values() for b in dq]
+        self.batches.clear()
+        return out
+
+    @property
+    def has_queued(self) -> bool:
+        return any(self.batches.values())
+
+    @property
+    def in_flight_count(self) -> int:
+        return sum(len(v) for v in self.in_flight.values())

@@ -1,0 +1,543 @@
+"""AsyncProducer: strom's asyncio Kafka producer.
+
+    producer = AsyncProducer({"bootstrap.servers": "localhost:9092"}, linger_ms=5)
+    await producer.start()                      # optional: send() starts it too
+    fut = await producer.send("t", b"value", key=b"k", headers=[("h", b"1")])
+    md = await fut                              # RecordMetadata(topic, partition, offset, ...)
+    await producer.flush()
+    await producer.close()
+
+`await send(...)` returns once the record is in the accumulator: it only waits for the
+topic's metadata and for buffer memory, together at most `max.block.ms` (then
+KafkaTimeoutError). The returned future resolves with the record's RecordMetadata or
+fails with the delivery error; `on_delivery(err, md)` is called then too, on the event
+loop (keep it quick). Records to one partition are delivered in `send` order.
+
+One sender task drains ready batches grouped by partition leader into one ProduceRequest
+per broker (at most `max.in.flight.requests.per.connection` unanswered per broker) and
+handles the answers: success resolves the batch's futures (offset = base offset + the
+record's offset delta; timestamp = LogAppendTime if the broker set it, else the create
+time); leader errors and lost connections request a metadata update and retry the batch
+with a backoff growing from `retry.backoff.ms` to `retry.backoff.max.ms`, within
+`retries` and `delivery.timeout.ms`; other errors fail the batch with the error table's
+exception. With acks=0 requests get no answer and every offset is -1.
+
+Idempotence (default on, as in Kafka 3): the producer gets a producer id with
+InitProducerId and numbers each partition's batches; the accumulator retries them strictly
+in order (see clients/aio/accumulator.py), so a retry is recognised by the broker as a
+duplicate of what it already has and answered with the original offsets.
+DUPLICATE_SEQUENCE_NUMBER counts as success. OUT_OF_ORDER_SEQUENCE_NUMBER for a batch
+behind one that failed is retried with it; for the next batch the broker expects, and
+UNKNOWN_PRODUCER_ID, mean the broker lost the producer's state: as Kafka does since
+KIP-360, the producer waits for its in-flight requests, bumps its epoch and restarts every
+partition's sequence at 0 (its unacknowledged batches are re-sequenced and retried).
+Failing or expiring a batch that already had a sequence number also bumps the epoch, so
+no later batch is stuck behind the gap. Transactions are not implemented.
+
+Concurrency: a single event loop; not thread-safe (the sync `clients.producer.Producer`
+runs one on a thread of its own).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from typing import Any, Callable, Mapping, Sequence
+
+from clients.config import ClientConfig, ConfigError, acks_value, resolve
+from clients.partitioner import DefaultPartitioner
+from clients.protocol.compression import codec_for_name
+from clients.protocol.errors import BY_NAME, KafkaError, for_code
+from clients.protocol.records import Record
+from clients.types import RecordMetadata, TopicPartition
+
+from .accumulator import BATCH_OVERHEAD, ProducerBatch, RecordAccumulator, record_size
+from .client import KafkaClient
+from .errors import KafkaConnectionError, KafkaTimeoutError
+
+__all__ = ["AsyncProducer"]
+
+log = logging.getLogger("strom.client.producer")
+
+MessageTooLargeError = BY_NAME["MESSAGE_TOO_LARGE"]
+UnknownTopicOrPartitionError = BY_NAME["UNKNOWN_TOPIC_OR_PARTITION"]
+
+# Errors after which the partition's leader may have moved: refresh metadata, then retry.
+_METADATA_ERRORS = {BY_NAME[n].code for n in (
+    "NOT_LEADER_OR_FOLLOWER", "LEADER_NOT_AVAILABLE", "UNKNOWN_TOPIC_OR_PARTITION",
+    "NOT_ENOUGH_REPLICAS", "NOT_ENOUGH_REPLICAS_AFTER_APPEND", "FENCED_LEADER_EPOCH",
+    "UNKNOWN_LEADER_EPOCH", "KAFKA_STORAGE_ERROR", "REPLICA_NOT_AVAILABLE")}
+_DUPLICATE_SEQUENCE = BY_NAME["DUPLICATE_SEQUENCE_NUMBER"].code
+_OUT_OF_ORDER_SEQUENCE = BY_NAME["OUT_OF_ORDER_SEQUENCE_NUMBER"].code
+_UNKNOWN_PRODUCER_ID = BY_NAME["UNKNOWN_PRODUCER_ID"].code
+_INT32_MAX = 2**31 - 1
+
+Headers = Sequence[tuple[str, "bytes | str | None"]] | Mapping[str, "bytes | str | None"] | None
+
+
+class ProducerClosedError(KafkaError):
+    """The producer was closed before the record could be delivered."""
+
+    name = "PRODUCER_CLOSED"
+
+
+def _serializer(s: Any) -> Callable[[str, Any], bytes | None] | None:
+    if s is None:
+        return None
+    if hasattr(s, "serialize"):
+        return s.serialize
+    if callable(s):
+        return s
+    raise ConfigError(f"serializer {s!r} is neither a Serializer nor callable(topic, obj)",
+                      "value.serializer")
+
+
+def _as_bytes(obj: Any, what: str) -> bytes | None:
+    if obj is None or type(obj) is bytes:
+        return obj
+    if isinstance(obj, (bytearray, memoryview)):
+        return bytes(obj)
+    if isinstance(obj, str):
+        return obj.encode("utf-8")
+    raise TypeError(f"{what} must be bytes, str or None without a {what}.serializer "
+                    f"(got {type(obj).__name__})")
+
+
+def _headers(headers: Headers) -> list[tuple[str, bytes | None]]:
+    if not headers:
+        return []
+    items = headers.items() if isinstance(headers, Mapping) else headers
+    return [(k, _as_bytes(v, "header value")) for k, v in items]
+
+
+def _resolver(f: "asyncio.Future[None]") -> Callable[[], None]:
+    def resolve() -> None:
+        if not f.done():
+            f.set_result(None)
+    return resolve
+
+
+class AsyncProducer:
+    """See the module docstring. Construct with a config dict and/or keyword arguments."""
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any):
+        given = set(config or ()) | {k.replace("_", ".") for k in kwargs}
+        cfg: ClientConfig = resolve("producer", config, **kwargs)
+        if cfg["transactional.id"] is not None:
+            raise ConfigError("transactional.id: transactions are not supported by strom's "
+                              "producer yet; leave it unset", "transactional.id")
+        self.config = cfg
+        self._acks = acks_value(cfg["acks"])
+        idempotent = bool(cfg["enable.idempotence"])
+        max_in_flight = cfg["max.in.flight.requests.per.connection"]
+        if idempotent:
+            conflict = ("acks" if self._acks != -1 else "retries" if cfg["retries"] == 0
+                        else "max.in.flight.requests.per.connection" if max_in_flight > 5
+                        else None)
+            if conflict is not None:
+                if "enable.idempotence" in given:
+                    raise ConfigError(f"{conflict}: {cfg[conflict]} conflicts with "
+                                      "enable.idempotence=true (needs acks=all, retries > 0, "
+                                      "max.in.flight.requests.per.connection <= 5)", conflict)
+                idempotent = False      # Kafka's rule: the default gives way silently
+        self.idempotent = idempotent
+        self._max_in_flight = max(1, max_in_flight)
+        self._client = KafkaClient(cfg)
+        self._acc = RecordAccumulator(
+            batch_size=max(1, cfg["batch.size"]), linger=cfg.ms("linger.ms"),
+            buffer_memory=cfg["buffer.memory"],
+            compression=codec_for_name(cfg["compression.type"]),
+            compression_level=cfg["compression.level"],
+            delivery_timeout=cfg.ms("delivery.timeout.ms"),
+            max_in_flight=self._max_in_flight, idempotent=idempotent)
+        self._partitioner: Any = cfg["partitioner"] or DefaultPartitioner(
+            cfg["partitioner.ignore.keys"])
+        self._sticky_hook = getattr(self._partitioner, "on_new_batch", None)
+        self._uses_sticky = getattr(self._partitioner, "uses_sticky", None)
+        self._key_ser = _serializer(cfg["key.serializer"])
+        self._value_ser = _serializer(cfg["value.serializer"])
+        self._max_block = cfg.ms("max.block.ms")
+        self._max_request_size = cfg["max.request.size"]
+        self._retries = cfg["retries"]
+        self._backoff = cfg.ms("retry.backoff.ms")
+        self._backoff_max = max(self._backoff, cfg.ms("retry.backoff.max.ms"))
+        self._request_timeout = cfg.ms("request.timeout.ms")
+        self._wake = asyncio.Event()
+        self._space = asyncio.Event()
+        self._node_in_flight: dict[int, int] = {}
+        self._requests: set[asyncio.Task[None]] = set()
+        self._sender: asyncio.Task[None] | None = None
+        self._need_bump = False
+        self._started = False
+        self._closed = False
+        self.retried_batches = 0          # statistics: batches sent again after a failure
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Connect to the cluster (KafkaConnectionError if no bootstrap broker answers
+        within request.timeout.ms) and start the sender."""
+        if self._started:
+            return
+        self._started = True
+        try:
+            await self._client.start()
+        except BaseException:
+            self._started = False
+            raise
+        self._sender = asyncio.get_running_loop().create_task(self._run(),
+                                                              name="strom-producer-sender")
+
+    async def __aenter__(self) -> "AsyncProducer":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    async def flush(self, timeout: float | None = None) -> None:
+        """Send everything buffered now and wait until every record sent before this call
+        is delivered or failed; KafkaTimeoutError after `timeout` seconds."""
+        pending = list(self._acc.incomplete)
+        if not pending:
+            return
+        loop = asyncio.get_running_loop()
+        waits = []
+        for b in pending:
+            f: asyncio.Future[None] = loop.create_future()
+            b.add_done_callback(_resolver(f))
+            waits.append(f)
+        self._acc.flushes += 1
+        self._wake.set()
+        try:
+            await asyncio.wait_for(asyncio.gather(*waits), timeout)
+        except TimeoutError:
+            left = sum(1 for b in pending if not b.done)
+            raise KafkaTimeoutError(f"flush: {left} batches not delivered within {timeout}s") from None
+        finally:
+            self._acc.flushes -= 1
+
+    async def close(self, timeout: float | None = None) -> None:
+        """Deliver what is buffered (waiting at most `timeout` seconds, None: until done or
+        delivery.timeout.ms), then fail what is left with ProducerClosedError and
+        disconnect."""
+        if self._closed:
+            return
+        self._closed = True
+        self._acc.closing = True
+        self._wake.set()
+        if self._sender is not None and not self._sender.done():
+            try:
+                await asyncio.wait_for(asyncio.shield(self._sender), timeout)
+            except TimeoutError:
+                pass
+            except Exception as e:  # the sender crashed: still close
+                log.error("producer sender failed: %r", e)
+            self._sender.cancel()
+            await asyncio.wait([self._sender])
+        for t in list(self._requests):
+            t.cancel()
+        if self._requests:
+            await asyncio.wait(list(self._requests))
+        err = ProducerClosedError("the producer was closed before the record was delivered")
+        for b in list(self._acc.incomplete):
+            self._finish(b, error=err)
+        await self._client.close()
+
+    # ------------------------------------------------------------------ sending
+
+    async def partitions_for(self, topic: str) -> list[int]:
+        """The topic's partition ids, waiting up to max.block.ms for its metadata
+        (KafkaTimeoutError, or the topic's error such as UNKNOWN_TOPIC_OR_PARTITION)."""
+        if not self._started:
+            await self.start()
+        if not self._client.cluster.partitions_for(topic):
+            await self._client.metadata.wait_for_topic(topic, self._max_block)
+        return self._client.cluster.partitions_for(topic)
+
+    async def send(self, topic: str, value: Any = None, key: Any = None,
+                   partition: int | None = None, timestamp_ms: int | None = None,
+                   headers: Headers = None,
+                   on_delivery: Callable[[Exception | None, RecordMetadata | None], Any] | None = None,
+                   ) -> "asyncio.Future[RecordMetadata]":
+        """Buffer one record; returns the future of its RecordMetadata (see the module
+        docstring). Raises at once: MessageTooLargeError (record above max.request.size or
+        buffer.memory), KafkaTimeoutError (no metadata / no buffer space within
+        max.block.ms), TypeError/serializer errors, ProducerClosedError."""
+        fut: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
+        await self._send(fut, topic, value, key, partition, timestamp_ms, headers, on_delivery)
+        return fut
+
+    async def send_and_wait(self, topic: str, value: Any = None, key: Any = None,
+                            partition: int | None = None, timestamp_ms: int | None = None,
+                            headers: Headers = None) -> RecordMetadata:
+        """send() and wait for delivery."""
+        fut = await self.send(topic, value, key, partition, timestamp_ms, headers)
+        return await fut
+
+    async def _send(self, fut: Any, topic: str, value: Any, key: Any, partition: int | None,
+                    timestamp_ms: int | None, headers: Headers, on_delivery: Any) -> None:
+        """Append one record whose outcome goes to `fut` (an asyncio or concurrent future)."""
+        if self._closed:
+            raise ProducerClosedError("send() on a closed producer")
+        if not self._started:
+            await self.start()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._max_block
+        cluster = self._client.cluster
+        num = len(cluster.partitions_for(topic))
+        if num == 0 or (partition is not None and partition >= num):
+            await self._wait_for_partitions(topic, partition, deadline)
+            cluster = self._client.cluster
+        key_bytes = self._key_ser(topic, key) if self._key_ser else _as_bytes(key, "key")
+        value_bytes = (self._value_ser(topic, value) if self._value_ser
+                       else _as_bytes(value, "value"))
+        hdrs = _headers(headers)
+        size = record_size(key_bytes, value_bytes, hdrs)
+        if size + BATCH_OVERHEAD > self._max_request_size or size > self._acc.buffer_memory:
+            raise MessageTooLargeError(
+                f"a record of about {size + BATCH_OVERHEAD} bytes is larger than "
+                f"max.request.size={self._max_request_size} or "
+                f"buffer.memory={self._acc.buffer_memory}")
+        sticky = False
+        if partition is None:
+            partition = self._partitioner(topic, key, key_bytes, value, value_bytes, cluster)
+            sticky = self._sticky_hook is not None and (
+                self._uses_sticky(key_bytes) if self._uses_sticky else key_bytes is None)
+        elif partition < 0:
+            raise ValueError(f"invalid partition {partition}")
+        if not self._acc.reserve(size):
+            await self._wait_for_memory(size, deadline)
+        ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
+        waiter = (fut, ts, -1 if key_bytes is None else len(key_bytes),
+                  -1 if value_bytes is None else len(value_bytes), on_delivery)
+        record = Record(key_bytes, value_bytes, hdrs, ts)
+        now = loop.time()
+        acc = self._acc
+        batch, created = acc.append(TopicPartition(topic, partition), record, size, waiter, now,
+                                    abort_on_new_batch=sticky)
+        if batch is None:
+            # KIP-480: the sticky partition's batch is full; move on, then place the record.
+            assert self._sticky_hook is not None
+            self._sticky_hook(topic, cluster, partition)
+            partition = self._partitioner(topic, key, key_bytes, value, value_bytes, cluster)
+            batch, created = acc.append(TopicPartition(topic, partition), record, size,
+                                        waiter, now)
+        assert batch is not None
+        if created or batch.size >= acc.batch_size:
+            self._wake.set()
+
+    async def _wait_for_partitions(self, topic: str, partition: int | None,
+                                   deadline: float) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            await self._client.metadata.wait_for_topic(topic, max(0.0, deadline - loop.time()))
+        except KafkaTimeoutError as e:
+            raise KafkaTimeoutError(f"send to {topic}: {e} (max.block.ms="
+                                    f"{self.config['max.block.ms']})") from None
+        if partition is not None:
+            n = len(self._client.cluster.partitions_for(topic))
+            if partition >= n:
+                raise UnknownTopicOrPartitionError(
+                    f"partition {partition} of topic {topic} does not exist ({n} partitions)")
+
+    async def _wait_for_memory(self, size: int, deadline: float) -> None:
+        loop = asyncio.get_running_loop()
+        self._acc.waiting_for_memory += 1
+        self._wake.set()
+        try:
+            while not self._acc.reserve(size):
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    raise KafkaTimeoutError(
+                        f"no buffer space for a {size}-byte record within max.block.ms="
+                        f"{self.config['max.block.ms']} (buffer.memory="
+                        f"{self._acc.buffer_memory}, {self._acc.used} in use)")
+                self._space.clear()
+                try:
+                    await asyncio.wait_for(self._space.wait(), remaining)
+                except TimeoutError:
+                    pass
+        finally:
+            self._acc.waiting_for_memory -= 1
+
+    # ------------------------------------------------------------------ the sender
+
+    def _leader_of(self, tp: TopicPartition) -> int:
+        return self._client.cluster.leader_for(tp.topic, tp.partition)
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self._sender_loop()
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a bug: keep sending rather than hang every future
+                log.exception("producer sender failed; restarting it")
+                await asyncio.sleep(self._backoff)
+
+    async def _sender_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        acc = self._acc
+        while True:
+            self._wake.clear()
+            now = loop.time()
+            for b in acc.expired(now):
+                self._finish(b, error=KafkaTimeoutError(
+                    f"{b.tp}: {b.record_count} records expired after delivery.timeout.ms="
+                    f"{self.config['delivery.timeout.ms']} ({b.attempts} attempts)"))
+            if acc.closing and not acc.incomplete:
+                return
+            delay: float | None = None
+            if self.idempotent and (acc.producer_id < 0 or self._need_bump):
+                if acc.in_flight_count == 0 and acc.incomplete:
+                    if not await self._init_producer_id():
+                        await asyncio.sleep(self._backoff)
+                    continue
+                # Wait for the requests in flight (or for records) before (re)initialising.
+            else:
+                nodes, delay, unknown = acc.ready(self._leader_of, now)
+                if unknown:
+                    self._client.metadata.add_topics(unknown)
+                    self._client.metadata.request_update()
+                    delay = self._backoff if delay is None else min(delay, self._backoff)
+                nodes = {n for n in nodes
+                         if self._node_in_flight.get(n, 0) < self._max_in_flight}
+                if nodes:
+                    drained = acc.drain(self._leader_of, nodes, self._max_request_size, now)
+                    for node, batches in drained.items():
+                        self._node_in_flight[node] = self._node_in_flight.get(node, 0) + 1
+                        task = loop.create_task(self._produce(node, batches))
+                        self._requests.add(task)
+                        task.add_done_callback(self._requests.discard)
+                    if drained:
+                        continue
+            try:
+                await asyncio.wait_for(self._wake.wait(), delay)
+            except TimeoutError:
+                pass
+
+    async def _init_producer_id(self) -> bool:
+        """Get a producer id (or bump the epoch of ours); False when it must be retried."""
+        acc = self._acc
+        bump = self._need_bump and acc.producer_id >= 0
+        body = {"transactional_id": None, "transaction_timeout_ms": _INT32_MAX,
+                "producer_id": acc.producer_id if bump else -1,
+                "producer_epoch": acc.producer_epoch if bump else -1}
+        try:
+            resp = await self._client.request_any("InitProducerId", body)
+        except (KafkaConnectionError, KafkaTimeoutError) as e:
+            log.debug("InitProducerId failed: %s", e)
+            return False
+        if resp.error_code:
+            err = for_code(resp.error_code)
+            if err.retriable:
+                return False
+            if bump:          # the epoch cannot be bumped: start over with a new id
+                acc.producer_id = -1
+                return False
+            exc = err("InitProducerId: the producer cannot get a producer id")
+            for b in acc.abort_all(exc):
+                self._finish(b, error=exc)
+            return True
+        if bump:
+            log.info("producer %d: epoch bumped to %d, sequences restart at 0",
+                     resp.producer_id, resp.producer_epoch)
+        acc.reset_producer(resp.producer_id, resp.producer_epoch)
+        self._need_bump = False
+        return True
+
+    async def _produce(self, node: int, batches: list[ProducerBatch]) -> None:
+        """One ProduceRequest to `node` and the handling of its answer."""
+        topics: dict[str, list[dict[str, Any]]] = {}
+        by_tp: dict[tuple[str, int], ProducerBatch] = {}
+        for b in batches:
+            topics.setdefault(b.tp.topic, []).append({"index": b.tp.partition,
+                                                      "records": b.built})
+            by_tp[(b.tp.topic, b.tp.partition)] = b
+        body = {"transactional_id": None, "acks": self._acks,
+                "timeout_ms": int(self._request_timeout * 1000),
+                "topic_data": [{"name": t, "partition_data": pd} for t, pd in topics.items()]}
+        try:
+            try:
+                conn = await self._client.connection(node)
+                if self._acks == 0:
+                    await conn.send("Produce", body)
+                    for b in batches:
+                        self._finish(b, base_offset=-1, log_append_time=-1)
+                    return
+                resp = await conn.request("Produce", body, timeout=self._request_timeout)
+            except (KafkaConnectionError, KafkaTimeoutError) as e:
+                self._client.metadata.request_update()
+                for b in batches:
+                    self._retry_or_fail(b, e)
+                return
+            except KafkaError as e:     # UNSUPPORTED_VERSION and the like
+                for b in batches:
+                    self._finish(b, error=e)
+                return
+            for t in resp.responses:
+                for p in t.partition_responses:
+                    key = (t.name, p.index)
+                    if key in by_tp:
+                        self._handle(by_tp.pop(key), p)
+            for b in by_tp.values():    # the broker did not answer for it: treat as lost
+                self._retry_or_fail(b, KafkaConnectionError(f"no answer for {b.tp}"))
+        finally:
+            self._node_in_flight[node] -= 1
+            self._wake.set()
+
+    def _handle(self, b: ProducerBatch, p: Any) -> None:
+        code = p.error_code
+        if code == 0 or code == _DUPLICATE_SEQUENCE:
+            self._acc.acknowledged(b)
+            self._finish(b, base_offset=p.base_offset, log_append_time=p.log_append_time_ms)
+            return
+        msg = p.error_message if getattr(p, "error_message", None) else ""
+        err = for_code(code)(f"{b.tp}: {msg}" if msg else f"producing to {b.tp}")
+        if code in _METADATA_ERRORS:
+            self._client.metadata.request_update()
+        if self.idempotent and code == _OUT_OF_ORDER_SEQUENCE \
+                and not self._acc.is_next_sequence(b):
+            # An earlier batch of the partition failed; this one follows it again.
+            self._retry_or_fail(b, err, force=True)
+            return
+        if self.idempotent and code in (_OUT_OF_ORDER_SEQUENCE,
+                                        _UNKNOWN_PRODUCER_ID):
+            # The broker lost this producer's state (KIP-360): new epoch, sequences from 0.
+            log.warning("%s: %s for sequence %d; bumping the producer epoch",
+                        b.tp, err.name, b.base_sequence)
+            self._need_bump = True
+            self._retry_or_fail(b, err, force=True)
+            return
+        self._retry_or_fail(b, err)
+
+    def _retry_or_fail(self, b: ProducerBatch, err: Exception, force: bool = False) -> None:
+        retriable = force or getattr(err, "retriable", False)
+        now = asyncio.get_running_loop().time()
+        if not retriable or b.attempts > self._retries or now >= b.deadline:
+            self._finish(b, error=err)
+            return
+        backoff = min(self._backoff_max, self._backoff * 2 ** (b.attempts - 1))
+        backoff *= random.uniform(0.8, 1.2)
+        self.retried_batches += 1
+        log.debug("retrying %r after %s in %.3fs", b, err, backoff)
+        self._acc.reenqueue(b, now, backoff)
+        self._wake.set()
+
+    def _finish(self, b: ProducerBatch, base_offset: int = -1, log_append_time: int = -1,
+                error: Exception | None = None) -> None:
+        if b.done:
+            return
+        if error is not None and self.idempotent and b.base_sequence >= 0 and not self._closed:
+            # A failed or expired batch that had sequence numbers leaves a gap the broker
+            # would make every later batch of its partition wait for: start a new epoch.
+            self._need_bump = True
+        self._acc.deallocate(b)
+        if error is None:
+            b.complete(base_offset, log_append_time)
+        else:
+            b.fail(error)
+        self._space.set()

@@ -1,0 +1,169 @@
+"""Producer: the synchronous face of `clients.aio.producer.AsyncProducer`.
+
+    with Producer({"bootstrap.servers": "localhost:9092"}, compression_type="zstd") as p:
+        fut = p.send("events", b"payload", key=b"user-1", headers={"source": b"app"})
+        p.flush()
+        print(fut.result())                     # RecordMetadata(topic, partition, offset, ...)
+
+The async core runs on the producer's own I/O thread (`clients._loop.LoopThread`), like
+the sender thread of Kafka's Java client. `send` hands the record to that thread through a
+queue and returns at once with a concurrent.futures.Future of its RecordMetadata, so a
+loop of sends costs no thread round trip per record. As in Kafka's Java client, what goes
+wrong with one record is reported through its future and `on_delivery`, not raised by
+`send`: no metadata or buffer space within max.block.ms (KafkaTimeoutError), a record
+above max.request.size (MessageTooLargeError), a value the serializer refuses. `send`
+itself blocks only when 10,000 records are already waiting to be handed over (back-pressure
+from a full buffer.memory reaches the caller this way) and raises KafkaTimeoutError when
+that lasts longer than max.block.ms.
+
+Delivery callbacks `on_delivery(err, md)` run on the I/O thread, as Kafka's Java client
+runs them on its sender thread: keep them quick and never call a blocking method of this
+producer from one (that raises RuntimeError). The futures are completed on the I/O thread
+too, so `future.add_done_callback` functions run there as well.
+
+Thread-safe: any number of threads may call `send`/`flush` concurrently; records from one
+thread to one partition keep their order (the hand-off queue is first in, first out).
+"""
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import threading
+from typing import Any, Callable, Mapping
+
+from clients._loop import LoopThread
+from clients.aio.errors import KafkaTimeoutError
+from clients.aio.producer import AsyncProducer, Headers
+from clients.types import RecordMetadata
+
+__all__ = ["Producer"]
+
+_HANDOFF_LIMIT = 10_000  # records queued for the I/O thread before send() blocks
+
+
+class Producer:
+    """Kafka producer with blocking calls; see the module docstring."""
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any):
+        self._closed = False
+        self._loop = LoopThread("strom-producer")
+        try:
+            self._core: AsyncProducer = self._loop.run(self._make(config, kwargs))
+            self._loop.run(self._core.start())
+        except BaseException:
+            self._loop.close()
+            raise
+        self.config = self._core.config
+        self._max_block = self._core.config["max.block.ms"] / 1000.0
+        self._handoff: collections.deque[tuple] = collections.deque()
+        self._handoff_lock = threading.Lock()
+        self._handoff_slots = threading.Semaphore(_HANDOFF_LIMIT)
+        self._draining = False  # a drain task is scheduled or running
+
+    @staticmethod
+    async def _make(config: Mapping[str, Any] | None, kwargs: dict[str, Any]) -> AsyncProducer:
+        return AsyncProducer(config, **kwargs)
+
+    def send(self, topic: str, value: Any = None, key: Any = None,
+             partition: int | None = None, timestamp_ms: int | None = None,
+             headers: Headers = None,
+             on_delivery: Callable[[Exception | None, RecordMetadata | None], Any] | None = None,
+             ) -> "concurrent.futures.Future[RecordMetadata]":
+        """Buffer one record; the returned future resolves with its RecordMetadata or
+        fails with the delivery error."""
+        if self._closed:
+            raise RuntimeError("send() on a closed Producer")
+        if not self._handoff_slots.acquire(timeout=self._max_block):
+            raise KafkaTimeoutError(
+                f"send to {topic}: {_HANDOFF_LIMIT} records waited for the I/O thread longer "
+                f"than max.block.ms={self.config['max.block.ms']} (buffer.memory full?)")
+        fut: concurrent.futures.Future[RecordMetadata] = concurrent.futures.Future()
+        self._hand_off((fut, topic, value, key, partition, timestamp_ms, headers, on_delivery))
+        return fut
+
+    def _hand_off(self, item: tuple) -> None:
+        with self._handoff_lock:
+            self._handoff.append(item)
+            start = not self._draining
+            self._draining = True
+        if start:
+            self._loop.call_soon(self._start_drain)
+
+    def _start_drain(self) -> None:
+        self._loop.loop.create_task(self._drain(), name="strom-producer-handoff")
+
+    async def _drain(self) -> None:
+        """On the I/O thread: append handed-off records in order. A 1-tuple is a marker
+        (flush/close waiting for what was queued before it)."""
+        while True:
+            with self._handoff_lock:
+                if not self._handoff:
+                    self._draining = False
+                    return
+                item = self._handoff.popleft()
+            fut = item[0]
+            if len(item) == 1:
+                fut.set_result(None)
+                continue
+            self._handoff_slots.release()
+            try:
+                await self._core._send(*item)
+            except Exception as e:  # the record's own failure: report it, carry on
+                if not fut.done():
+                    fut.set_exception(e)
+                on_delivery = item[7]
+                if on_delivery is not None:
+                    try:
+                        on_delivery(e, None)
+                    except Exception:
+                        pass
+
+    def _handed_off(self) -> None:
+        """Block until every record queued before this call has reached the core."""
+        if self._loop.in_loop_thread:
+            raise RuntimeError("a blocking Producer call was made from its own I/O thread "
+                               "(inside an on_delivery callback?)")
+        marker: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._hand_off((marker,))
+        marker.result()
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Send everything buffered and wait until each record sent before the call is
+        delivered or failed (KafkaTimeoutError after `timeout` seconds)."""
+        self._handed_off()
+        self._wait(self._core.flush(timeout))
+
+    def partitions_for(self, topic: str) -> list[int]:
+        """The topic's partition ids (waits up to max.block.ms for its metadata)."""
+        return self._wait(self._core.partitions_for(topic))
+
+    def close(self, timeout: float | None = None) -> None:
+        """Deliver what is buffered (at most `timeout` seconds), fail the rest with
+        ProducerClosedError, disconnect and stop the I/O thread. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        # The loop's own join timeout must outlast the core's close.
+        self._handed_off()
+        self._loop.close(self._core.close(timeout),
+                         timeout=1e9 if timeout is None else timeout + 30.0)
+
+    def _wait(self, coro: Any) -> Any:
+        # Not LoopThread.run: it reads any TimeoutError as its own timeout, and our
+        # KafkaTimeoutError (max.block.ms, flush) is one; it must reach the caller as is.
+        if self._loop.in_loop_thread:
+            coro.close()
+            raise RuntimeError("a blocking Producer call was made from its own I/O thread "
+                               "(inside an on_delivery callback?)")
+        return self._loop.submit(coro).result()
+
+    @property
+    def retried_batches(self) -> int:
+        """How many times a batch was sent again after a failure (statistics)."""
+        return self._core.retried_batches
+
+    def __enter__(self) -> "Producer":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

@@ -1,0 +1,272 @@
+"""The producer's record accumulator, sans-io (a fake clock, no broker): batching by size
+and linger, grouping by leader, buffer.memory accounting and back-pressure, and the
+ordering rules that keep idempotent retries from duplicating or reordering records."""
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from clients.aio.accumulator import BATCH_OVERHEAD, RecordAccumulator, record_size
+from clients.aio.errors import KafkaTimeoutError
+from clients.aio.metadata import BrokerInfo, ClusterMetadata, PartitionInfo, TopicInfo
+from clients.aio.producer import AsyncProducer
+from clients.protocol.records import Record, records_from_fetch
+from clients.types import RecordMetadata, TopicPartition
+
+T0 = TopicPartition("t", 0)
+T1 = TopicPartition("t", 1)
+T2 = TopicPartition("t", 2)
+LEADERS = {T0: 1, T1: 1, T2: 2}
+
+
+def leader_of(tp):
+    return LEADERS.get(tp, -1)
+
+
+class Fut:
+    """A future-like waiter that records its outcome."""
+
+    def __init__(self):
+        self.result = self.error = None
+        self._done = False
+
+    def done(self):
+        return self._done
+
+    def set_result(self, r):
+        self.result, self._done = r, True
+
+    def set_exception(self, e):
+        self.error, self._done = e, True
+
+
+def add(acc, tp, i, now=0.0, value_len=50, ts=None):
+    value = b"%05d" % i + b"x" * (value_len - 5)
+    size = record_size(None, value, [])
+    assert acc.reserve(size)
+    fut = Fut()
+    batch, created = acc.append(tp, Record(None, value, [], ts if ts is not None else 1000 + i),
+                                size, (fut, ts if ts is not None else 1000 + i, -1, len(value), None),
+                                now)
+    return batch, created, fut
+
+
+def test_batches_fill_up_to_batch_size_then_a_new_one_opens():
+    acc = RecordAccumulator(batch_size=500, linger=1.0)
+    per = record_size(None, b"x" * 50, [])
+    created = [add(acc, T0, i)[1] for i in range(20)]
+    per_batch = (500 - BATCH_OVERHEAD) // per
+    assert created == [i % per_batch == 0 for i in range(20)]
+    sizes = [b.size for b in acc.batches[T0]]
+    assert all(s <= 500 for s in sizes)
+    # A record bigger than batch.size still gets (a batch of its own).
+    b, new, _ = add(acc, T0, 99, value_len=2000)
+    assert new and b.record_count == 1
+
+
+def test_linger_decides_when_a_partial_batch_is_ready():
+    acc = RecordAccumulator(batch_size=10_000, linger=0.050)
+    add(acc, T0, 0, now=10.0)
+    nodes, delay, unknown = acc.ready(leader_of, now=10.0)
+    assert nodes == set() and delay == pytest.approx(0.050) and not unknown
+    nodes, delay, _ = acc.ready(leader_of, now=10.049)
+    assert nodes == set() and delay == pytest.approx(0.001)
+    assert acc.ready(leader_of, now=10.050)[0] == {1}
+    # flush() (or close, or a send waiting for memory) makes it ready at once.
+    acc.flushes = 1
+    assert acc.ready(leader_of, now=10.0)[0] == {1}
+
+
+def test_a_full_batch_is_ready_before_linger():
+    acc = RecordAccumulator(batch_size=300, linger=60.0)
+    for i in range(6):
+        add(acc, T0, i)
+    assert len(acc.batches[T0]) > 1
+    assert acc.ready(leader_of, now=0.0)[0] == {1}
+
+
+def test_unknown_leader_is_reported_not_sent():
+    acc = RecordAccumulator(linger=0.0)
+    add(acc, TopicPartition("other", 0), 0)
+    nodes, _, unknown = acc.ready(leader_of, now=1.0)
+    assert nodes == set() and unknown == {"other"}
+    assert acc.drain(leader_of, {1, 2}, 10**6, now=1.0) == {}
+
+
+def test_drain_groups_by_leader_one_batch_per_partition_and_respects_request_size():
+    acc = RecordAccumulator(batch_size=300, linger=0.0)
+    for i in range(12):
+        for tp in (T0, T1, T2):
+            add(acc, tp, i)
+    drained = acc.drain(leader_of, {1, 2}, 10**6, now=1.0)
+    assert sorted(b.tp for b in drained[1]) == [T0, T1]
+    assert [b.tp for b in drained[2]] == [T2]
+    # Each batch was built once, into a valid v2 batch holding its records in order.
+    for b in drained[1] + drained[2]:
+        recs = list(records_from_fetch(b.built))
+        assert [r.value for r in recs] == [r.value for r in b.records]
+    # A small max.request.size: only the first batch for node 1 fits in one request.
+    acc2 = RecordAccumulator(batch_size=300, linger=0.0)
+    for i in range(5):
+        add(acc2, T0, i)
+        add(acc2, T1, i)
+    one = acc2.drain(leader_of, {1}, 100, now=1.0)
+    assert len(one[1]) == 1
+
+
+def test_buffer_memory_is_reserved_and_given_back():
+    size = record_size(None, b"x" * 50, [])
+    acc = RecordAccumulator(buffer_memory=size * 3, linger=0.0)
+    for i in range(3):
+        add(acc, T0, i)
+    assert not acc.reserve(size)                 # full: the caller must wait
+    (batch,) = acc.drain(leader_of, {1}, 10**6, now=0.0)[1]
+    assert not acc.reserve(size)                 # still held while in flight
+    acc.deallocate(batch)
+    batch.complete(0, -1)
+    assert acc.used == 0 and acc.reserve(size)
+
+
+def test_complete_gives_offsets_and_timestamps_per_record():
+    acc = RecordAccumulator(linger=0.0)
+    futs = [add(acc, T0, i, ts=5000 + i)[2] for i in range(3)]
+    (batch,) = acc.drain(leader_of, {1}, 10**6, now=0.0)[1]
+    batch.complete(41, -1)
+    assert [f.result for f in futs] == [RecordMetadata("t", 0, 41 + i, 5000 + i, -1, 50)
+                                       for i in range(3)]
+    acc2 = RecordAccumulator(linger=0.0)
+    fut = add(acc2, T0, 0, ts=5000)[2]
+    (b2,) = acc2.drain(leader_of, {1}, 10**6, now=0.0)[1]
+    b2.complete(7, 99999)                        # LogAppendTime wins over the create time
+    assert (fut.result.offset, fut.result.timestamp) == (7, 99999)
+
+
+def idempotent_acc(**kw):
+    acc = RecordAccumulator(batch_size=200, linger=0.0, idempotent=True, **kw)
+    acc.reset_producer(1000, 0)
+    return acc
+
+
+def test_sequences_follow_drain_order_and_five_batches_may_be_in_flight():
+    acc = idempotent_acc()
+    for i in range(30):
+        add(acc, T0, i)
+    sent = []
+    for _ in range(10):
+        got = acc.drain(leader_of, {1}, 10**6, now=0.0)
+        sent += got.get(1, [])
+    assert len(sent) == 5                        # max_in_flight per partition
+    seqs = [b.base_sequence for b in sent]
+    assert seqs == sorted(seqs) and seqs[0] == 0
+    assert all(b2.base_sequence == b1.base_sequence + b1.record_count
+               for b1, b2 in zip(sent, sent[1:]))
+    for b in sent:
+        h = list(records_from_fetch(b.built))[0]
+        assert (h.producer_id, h.producer_epoch, h.sequence) == (1000, 0, b.base_sequence)
+
+
+def test_retries_go_first_in_sequence_order_one_at_a_time_and_reuse_their_bytes():
+    acc = idempotent_acc()
+    for i in range(12):
+        add(acc, T0, i)
+    a, b, c = (acc.drain(leader_of, {1}, 10**6, now=0.0)[1][0] for _ in range(3))
+    a_bytes = a.built
+    # The connection broke: all three come back, in any order; b/c would have got
+    # OUT_OF_ORDER_SEQUENCE_NUMBER behind a, which is not the next sequence for them.
+    acc.reenqueue(c, now=1.0, backoff=0.1)
+    acc.reenqueue(a, now=1.0, backoff=0.1)
+    acc.reenqueue(b, now=1.0, backoff=0.1)
+    assert list(acc.batches[T0])[:3] == [a, b, c]
+    assert not acc.is_next_sequence(b) and acc.is_next_sequence(a)
+    assert acc.drain(leader_of, {1}, 10**6, now=1.05) == {}       # backoff not over
+    assert acc.ready(leader_of, now=1.05)[1] == pytest.approx(0.05)
+    (again,) = acc.drain(leader_of, {1}, 10**6, now=1.2)[1]
+    assert again is a and again.built is a_bytes                   # the same bytes again
+    # While `a` is in flight nothing else of the partition goes out, not even fresh batches.
+    assert acc.drain(leader_of, {1}, 10**6, now=2.0) == {}
+    acc.acknowledged(a)
+    acc.deallocate(a)
+    a.complete(0, -1)
+    assert acc.is_next_sequence(b)
+    assert acc.drain(leader_of, {1}, 10**6, now=2.0)[1] == [b]      # then b alone
+    assert acc.drain(leader_of, {1}, 10**6, now=2.0) == {}
+    acc.acknowledged(b)
+    acc.deallocate(b)
+    assert acc.drain(leader_of, {1}, 10**6, now=2.0)[1] == [c]
+
+
+def test_epoch_bump_resequences_unacknowledged_batches_from_zero():
+    acc = idempotent_acc()
+    for i in range(8):
+        add(acc, T0, i)
+    first = acc.drain(leader_of, {1}, 10**6, now=0.0)[1][0]
+    acc.reenqueue(first, now=0.0, backoff=0.0)
+    old_seq = first.base_sequence
+    acc.reset_producer(1000, 1)
+    (again,) = acc.drain(leader_of, {1}, 10**6, now=1.0)[1]
+    assert again is first and again.base_sequence == 0 == old_seq
+    h = list(records_from_fetch(again.built))[0]
+    assert (h.producer_epoch, h.sequence) == (1, 0)
+
+
+def test_expired_batches_are_handed_back():
+    acc = RecordAccumulator(linger=10.0, delivery_timeout=1.0)
+    add(acc, T0, 0, now=0.0)
+    assert acc.expired(0.5) == []
+    (b,) = acc.expired(1.0)
+    assert b.tp == T0 and not acc.has_queued
+
+
+# ---------------------------------------------------------------------------------------------
+# back-pressure through AsyncProducer.send (no broker: metadata is faked, no sender runs)
+
+def fake_producer(**config) -> AsyncProducer:
+    p = AsyncProducer(bootstrap_servers="127.0.0.1:1", **config)
+    parts = {i: PartitionInfo("t", i, 0, 0, (0,), (0,)) for i in range(2)}
+    p._client.metadata.cluster = ClusterMetadata({0: BrokerInfo(0, "127.0.0.1", 1)},
+                                                 {"t": TopicInfo("t", parts)})
+    p._started = True
+    return p
+
+
+def test_send_blocks_for_buffer_memory_then_times_out():
+    async def main():
+        p = fake_producer(buffer_memory=1000, max_block_ms=200, linger_ms=10_000)
+        n = 0
+        with pytest.raises(KafkaTimeoutError, match="buffer"):
+            while True:
+                await p.send("t", b"x" * 100, partition=0)
+                n += 1
+        t0 = time.monotonic()
+        with pytest.raises(KafkaTimeoutError):
+            await p.send("t", b"x" * 100, partition=0)
+        waited = time.monotonic() - t0
+        await p.close(0)
+        return n, waited
+
+    n, waited = asyncio.run(main())
+    assert n == 1000 // record_size(None, b"x" * 100, [])
+    assert 0.15 < waited < 2.0
+
+
+def test_blocked_send_proceeds_when_memory_is_freed():
+    async def main():
+        p = fake_producer(buffer_memory=1000, max_block_ms=5000, linger_ms=10_000)
+        fits = 1000 // record_size(None, b"x" * 100, [])
+        futs = [await p.send("t", b"x" * 100, partition=0) for _ in range(fits)]
+        blocked = asyncio.ensure_future(p.send("t", b"y" * 100, partition=1))
+        await asyncio.sleep(0.05)
+        assert not blocked.done()
+        assert p._acc.waiting_for_memory == 1       # makes every batch ready to go
+        (batch,) = p._acc.batches[TopicPartition("t", 0)]
+        p._acc.batches[TopicPartition("t", 0)].clear()
+        p._finish(batch, base_offset=0)             # as if the broker acknowledged it
+        late = await asyncio.wait_for(blocked, 1.0)
+        assert [f.result().offset for f in futs] == list(range(fits))
+        assert TopicPartition("t", 1) in p._acc.batches and not late.done()
+        assert p._acc.waiting_for_memory == 0
+        await p.close(0)
+
+    asyncio.run(main())
