@@ -153,6 +153,15 @@ broker_port() {
         echo $((9092 + i))
     fi
 }
+broker_metrics_port() {   # empty when the config leaves metrics off
+    local i=$1 port
+    if [ -f "config/server-$i.properties" ] && [ "$i" -le 2 ]; then
+        port="$(prop "config/server-$i.properties" metrics.port)"
+        [ "${port:--1}" = "-1" ] || echo "$port"
+    else
+        echo $((9404 + i))
+    fi
+}
 broker_overrides() {   # one word per line
     local i=$1 n=$brokers
     [ "$custom_dir" = 0 ] || printf '%s\n' --override "log.dirs=$data_dir/kafka-logs-$i"
@@ -180,7 +189,7 @@ generate_configs() {
             -e "s#^listeners=.*#listeners=PLAINTEXT://127.0.0.1:$port#" \
             -e "s#your\.host\.name:[0-9]*#your.host.name:$port#" \
             -e "s#^log\.dirs=.*#log.dirs=$logs#" \
-            -e "s/^#strom\.metrics\.port=.*/#strom.metrics.port=$((9404 + i))/" \
+            -e "s/^metrics\.port=.*/metrics.port=$((9404 + i))/" \
             -e "s/^#broker\.rack=.*/#broker.rack=rack-$i/" \
             config/server-2.properties > "$(broker_config "$i")"
     done
@@ -220,7 +229,8 @@ for file in "$run_dir"/*.pid; do
     fi
     rm -f "$file"
 done
-for port in "$zk_port" $(echo "$bootstrap" | tr ',' '\n' | sed 's/.*://'); do
+metrics_ports="$(for ((i = 0; i < brokers; i++)); do broker_metrics_port "$i"; done)"
+for port in "$zk_port" $(echo "$bootstrap" | tr ',' '\n' | sed 's/.*://') $metrics_ports; do
     if port_in_use "$port"; then
         say "127.0.0.1:$port is already in use (another cluster, or bin/start-cluster.sh --standalone?)"
         exit 1

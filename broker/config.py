@@ -584,9 +584,13 @@ BROKER_CONFIGS: tuple[ConfigKey, ...] = (
     _b("ssl.truststore.password", "password", None, "high", PB, "Trust store password."),
     _b("ssl.client.auth", "string", "none", "medium", PB,
        "Client certificate authentication.", OneOf("required", "requested", "none")),
-    # strom's own
+    # Metrics (Kafka's JMX port is an environment variable; strom serves Prometheus itself)
+    _b("metrics.port", "int", -1, "medium", RO,
+       "Port of the HTTP endpoint serving /metrics (Prometheus text) and /metrics.json, on the "
+       "host of the first listener; -1: off, 0: an ephemeral port.", Range(-1, 65535)),
     _b("strom.metrics.port", "int", -1, "low", RO,
-       "Port of the Prometheus /metrics HTTP endpoint; -1: off (strom only).", Range(-1, 65535)),
+       "Deprecated alias of metrics.port (used when metrics.port is not set).", Range(-1, 65535),
+       "deprecated: use metrics.port"),
 )
 
 BROKER_CONFIG: dict[str, ConfigKey] = {k.name: k for k in BROKER_CONFIGS}
@@ -882,7 +886,8 @@ class BrokerConfig:
             raise self._fail("group.min.session.timeout.ms",
                              "must not be greater than group.max.session.timeout.ms")
 
-        self.metrics_port: int = v["strom.metrics.port"]
+        self.metrics_port: int = (v["metrics.port"] if "metrics.port" in self._raw
+                                  else v["strom.metrics.port"])
         self.zookeeper_connection_timeout_ms: int = (
             v["zookeeper.connection.timeout.ms"] if v["zookeeper.connection.timeout.ms"] is not None
             else v["zookeeper.session.timeout.ms"])

@@ -21,6 +21,7 @@ from .group.coordinator import GroupCoordinator
 from .group.offsets import OFFSETS_TOPIC
 from .log import LogConfig, LogManager
 from .metadata_cache import MetadataCache, PartitionInfo
+from .metrics import BrokerTopicStats, RequestStats
 from .replication.fetcher import ReplicaFetcherManager
 from .replication.replica_manager import ReplicaManager
 from .server import handlers  # noqa: F401  (registers every handler)
@@ -40,6 +41,10 @@ class Broker:
 
         self.config = config
         self.broker_id = config.broker_id   # standalone: -1 already became 0
+        # Hot-path counters, kept whether or not the metrics port is set (plain ints: cheap).
+        self.topic_stats = BrokerTopicStats()
+        self.request_stats = RequestStats()
+        self.metrics: Any = None            # broker.metrics.BrokerMetrics once started
         adv = config.advertised_listeners[0]
         self.advertised = BrokerInfo(self.broker_id, adv[1], adv[2], config.get("broker.rack"))
         self.listener_name = adv[0]
@@ -108,6 +113,7 @@ class Broker:
 
     def forget_topic(self, name: str) -> None:
         self.metadata.remove_topic(name)
+        self.topic_stats.remove_topic(name)
 
     def node(self, broker_id: int):
         """The advertised address of a live broker, or None."""
@@ -165,6 +171,8 @@ class Broker:
             await self._listen()
         if self.controller is not None:
             await self.controller.start()
+        if self.config.metrics_port >= 0:
+            await self._start_metrics()
         self._tasks = [
             asyncio.create_task(self._every(self.config.get("log.retention.check.interval.ms"),
                                             self._retention)),
@@ -175,6 +183,12 @@ class Broker:
             asyncio.create_task(self._every(self.config.get("log.flush.offset.checkpoint.interval.ms"),
                                             self.log_manager.checkpoint_recovery_points)),
         ]
+
+    async def _start_metrics(self) -> None:
+        from .metrics import BrokerMetrics
+        host = self.config.listeners[0].host
+        self.metrics = BrokerMetrics(self, host, self.config.metrics_port)
+        await self.metrics.start()
 
     async def _shrink_isrs(self) -> None:
         """Kafka checks every replica.lag.time.max.ms / 2 for followers that fell behind."""
@@ -252,6 +266,8 @@ class Broker:
             t.cancel()
         for s in self.servers:
             await s.stop()
+        if self.metrics is not None:
+            await self.metrics.stop()
         await self.fetchers.close()
         self.purgatory.notify_all()
         self.log_manager.close()
@@ -259,7 +275,10 @@ class Broker:
         self._stopped.set()
 
     def describe_listeners(self) -> str:
-        return ", ".join(f"{s.listener_name}://{s.host}:{s.bound_port}" for s in self.servers)
+        out = ", ".join(f"{s.listener_name}://{s.host}:{s.bound_port}" for s in self.servers)
+        if self.metrics is not None and self.metrics.bound_port is not None:
+            out += f", metrics http://{self.metrics.host}:{self.metrics.bound_port}/metrics"
+        return out
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

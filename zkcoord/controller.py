@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from broker.metrics.stats import ControllerStats
 from clients.aio.errors import KafkaConnectionError
 from clients.aio.pool import ConnectionPool
 
@@ -101,10 +103,18 @@ class Controller:
         self.events: asyncio.Queue = asyncio.Queue()
         self._task: asyncio.Task | None = None
         self._unsubscribe: Callable[[], None] | None = None
+        self.stats = ControllerStats()
 
     @property
     def active(self) -> bool:
         return self.epoch is not None
+
+    def offline_partition_count(self) -> int:
+        """Partitions whose leader is none or not a live broker (Kafka's
+        OfflinePartitionsCount); meaningful on the active controller only."""
+        live = self.live
+        return sum(1 for ps in self.states.values()
+                   if ps.state.leader == zp.NO_LEADER or ps.state.leader not in live)
 
     # ================================================================== lifecycle
     async def start(self) -> None:
@@ -325,17 +335,21 @@ class Controller:
         _write_states) is decided again from that state, as Kafka retries."""
         done: list[TopicPartition] = []
         pending = list(tps)
+        started = time.perf_counter()
         for _ in range(3):
             written, stale = await self._elect_leaders_once(pending, exclude)
             done += written
             if not stale:
                 break
             pending = stale
+        if done:   # Kafka's LeaderElectionRateAndTimeMs: one timed round that elected leaders
+            self.stats.election_ms.observe((time.perf_counter() - started) * 1000.0)
         return done
 
     async def _elect_leaders_once(self, tps: list[TopicPartition], exclude: set[int]
                                   ) -> tuple[list[TopicPartition], list[TopicPartition]]:
         updates = {}
+        unclean_tps = set()
         for tp in tps:
             ps = self.states.get(tp)
             if ps is None:
@@ -355,7 +369,10 @@ class Controller:
                                             zp.LEADER_RECOVERY_RECOVERING if unclean else zp.LEADER_RECOVERY_RECOVERED)
             if unclean:
                 log.warning("controller: UNCLEAN leader election of %s-%d: %d", tp[0], tp[1], leader)
-        return await self._write_states_reporting_stale(updates)
+                unclean_tps.add(tp)
+        written, stale = await self._write_states_reporting_stale(updates)
+        self.stats.unclean_elections += len(unclean_tps.intersection(written))
+        return written, stale
 
     async def _remove_from_isr(self, tps: list[TopicPartition], brokers: set[int]) -> list[TopicPartition]:
         done: list[TopicPartition] = []

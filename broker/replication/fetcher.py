@@ -140,11 +140,12 @@ class LeaderFetcher:
                     continue
                 if r.records is not None and len(r.records):
                     try:
-                        p.log.append_as_follower(r.records)
+                        info = p.log.append_as_follower(r.records)
                     except KafkaError as e:
                         log.warning("%s-%d: cannot append the leader's batches: %s", p.topic, p.index, e)
                         s.needs_truncation = True
                         continue
+                    self.manager.broker.topic_stats.replicated_in(p.topic, info.size)
                 self.manager.broker.replicas.follower_appended(p, r.high_watermark)
 
     def _delay(self, s: FetchState, code: int) -> None:

@@ -43,6 +43,9 @@ class ReplicaManager:
         self._hw_waiters: dict[tuple[str, int], list[tuple[int, asyncio.Future]]] = {}
         self.on_become_follower: Callable[[Partition], None] | None = None
         self.on_stop_following: Callable[[Partition], None] | None = None
+        # Kafka's IsrShrinksPerSec / IsrExpandsPerSec: ISR changes this leader made.
+        self.isr_shrinks = 0
+        self.isr_expands = 0
 
     # ------------------------------------------------------------------ lookup
     def get(self, topic: str, partition: int) -> Partition:
@@ -175,6 +178,10 @@ class ReplicaManager:
         if new_version is None or not p.is_leader or p.leader_epoch != epoch:
             return   # stale view: the controller's LeaderAndIsr will set things right
         log.info("%s-%d: ISR %s -> %s", p.topic, p.index, p.isr, new_isr)
+        if len(new_isr) < len(p.isr):
+            self.isr_shrinks += 1
+        elif len(new_isr) > len(p.isr):
+            self.isr_expands += 1
         p.isr = new_isr
         p.partition_epoch = new_version
         p.maybe_advance_high_watermark()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
@@ -19,6 +20,7 @@ from clients.protocol.messages import API_BY_KEY, API_BY_NAME
 from clients.protocol.schema import Api, Struct
 from clients.protocol.types import DecodeError, Reader, Writer
 
+from ..metrics.stats import RequestStats, error_counts
 from .network import CloseConnection, ConnectionInfo, Response
 
 log = logging.getLogger(__name__)
@@ -101,12 +103,15 @@ def error_response(api: Api, version: int, code: int, message: str | None = None
 
 
 class Dispatcher:
-    """Decodes a frame, runs its handler, encodes the response."""
+    """Decodes a frame, runs its handler, encodes the response, and records the request in
+    the broker's RequestStats (count, error codes, total time: O(partitions) per request)."""
 
     def __init__(self, broker: Any):
         self.broker = broker
+        self.stats: RequestStats = getattr(broker, "request_stats", None) or RequestStats()
 
     async def __call__(self, frame: memoryview, conn: ConnectionInfo) -> Response | None:
+        start = time.perf_counter()
         try:
             api_key, version, correlation_id = peek_api(frame)
         except DecodeError:
@@ -146,6 +151,8 @@ class Dispatcher:
             result = error_response(api, version, Code.UNKNOWN_SERVER_ERROR, str(e))
             if result is None:
                 raise CloseConnection(f"{api.name} failed: {e!r}") from None
+        self.stats.record(api.name, version, (time.perf_counter() - start) * 1000.0,
+                          error_counts(result) if result is not None else {})
         if result is None:
             return None
         return _encode(api, version, correlation_id, result)

@@ -76,6 +76,17 @@ class KafkaServer:
         self.receive_buffer = receive_buffer
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[asyncio.Task] = set()
+        # Kafka's socket-server-metrics, read by broker.metrics at scrape time.
+        self.connections_created = 0
+        self.connections_closed = 0
+        self.bytes_in = 0
+        self.bytes_out = 0
+        self.requests_in = 0
+        self.responses_out = 0
+
+    @property
+    def connection_count(self) -> int:
+        return len(self._connections)
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._serve, self.host, self.port,
@@ -109,6 +120,7 @@ class KafkaServer:
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
+        self.connections_created += 1
         sock = writer.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -134,6 +146,8 @@ class KafkaServer:
                     frame = await reader.readexactly(size)
                 except (asyncio.IncompleteReadError, ConnectionError):
                     break
+                self.bytes_in += 4 + size
+                self.requests_in += 1
                 request_task = asyncio.create_task(self.dispatch(memoryview(frame), conn))
                 await pending.put(request_task)
                 if sender.done():
@@ -159,6 +173,7 @@ class KafkaServer:
             except Exception:
                 pass
             self._connections.discard(task)
+            self.connections_closed += 1
 
     async def _send_in_order(self, pending: asyncio.Queue, writer: asyncio.StreamWriter,
                              conn: ConnectionInfo) -> None:
@@ -183,6 +198,8 @@ class KafkaServer:
                     return
                 if response is None or transport.is_closing():
                     continue
+                self.bytes_out += 4 + response.size
+                self.responses_out += 1
                 writer.write(_SIZE.pack(response.size))
                 for chunk in response.chunks:
                     if isinstance(chunk, DeferredBytes):

@@ -13,7 +13,7 @@ import pytest
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
-PORTS = [2181, 9092, 9093, 9094]
+PORTS = [2181, 9092, 9093, 9094, 9404, 9405, 9406]   # ZooKeeper, brokers, metrics
 
 
 def in_use(port: int) -> bool:

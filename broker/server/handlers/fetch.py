@@ -3,6 +3,9 @@
 Record bytes never enter Python: the log returns (file, position, size) regions that the
 network layer sends with sendfile. A fetch below `min_bytes` parks in the purgatory until
 an append to one of its partitions or `max_wait_ms`.
+
+Metrics: once the response is final, each partition adds the size of its file regions to
+the topic's bytes-out (replication-bytes-out for a follower) or counts a failed fetch.
 """
 from __future__ import annotations
 
@@ -127,4 +130,16 @@ async def fetch(broker, request, ctx) -> dict:
         await broker.purgatory.wait(plan.keys(), wait)
         if ctx.conn.closed:
             break
+    _record_stats(broker.topic_stats, plan, responses)
     return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
+
+
+def _record_stats(stats, plan: _FetchPlan, responses: list[dict]) -> None:
+    follower = plan.replica_id >= 0
+    for (_, parts), r in zip(plan.topics, responses):
+        for (_, p), entry in zip(parts, r["partitions"]):
+            if isinstance(p, int):
+                continue    # not served here: no series for names that may not exist
+            records = entry["records"]
+            size = sum(region.size for region in records) if isinstance(records, list) else 0
+            stats.fetched(p.topic, size, follower, failed=entry["error_code"] != 0)

@@ -3,6 +3,10 @@
 Every append runs before the handler's first await (see network.py), so the batches of one
 connection are appended in the order they were sent. With acks=all the response then waits
 until the high watermark covers each partition's batch (or `timeout_ms` passes).
+
+Metrics (Kafka's BrokerTopicMetrics): an appended partition adds the record count of its
+batch headers to messages-in and the size of its record set as received to bytes-in; a
+partition whose append fails counts as a failed produce request of its topic.
 """
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ from ..dispatch import handles
 @handles("Produce", (0, 10))
 async def produce(broker, request, ctx) -> dict | None:
     acks = request.acks
+    stats = broker.topic_stats
     results = []
     waits = []          # (entry, topic, partition, offset the high watermark must reach)
     for topic in request.topic_data:
@@ -31,6 +36,7 @@ async def produce(broker, request, ctx) -> dict | None:
                     entry["error_code"] = Code.INVALID_RECORD if ctx.version >= 8 else Code.CORRUPT_MESSAGE
                 else:
                     info = broker.replicas.append(topic.name, pd.index, pd.records, acks)
+                    stats.produced(topic.name, info.record_count, len(pd.records))
                     entry["base_offset"] = info.first_offset
                     entry["log_append_time_ms"] = info.log_append_time
                     entry["log_start_offset"] = info.log_start_offset
@@ -45,6 +51,8 @@ async def produce(broker, request, ctx) -> dict | None:
             except KafkaError as e:
                 entry["error_code"] = e.code
                 entry["error_message"] = e.message
+            if entry["error_code"]:
+                stats.produce_failed(topic.name)
             parts.append(entry)
         results.append({"name": topic.name, "partition_responses": parts})
     if acks == 0:
