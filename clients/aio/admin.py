@@ -68,6 +68,7 @@ class TopicDescription(NamedTuple):
     name: str
     internal: bool
     partitions: list[PartitionDescription]
+    topic_id: uuid.UUID | None = None
 
 
 class ConfigEntry(NamedTuple):
@@ -412,7 +413,8 @@ class AsyncAdminClient:
                 out[name] = TopicDescription(name, t.is_internal, [
                     PartitionDescription(p.partition, p.leader, list(p.replicas), list(p.isr),
                                          list(p.offline_replicas))
-                    for _, p in sorted(t.partitions.items())])
+                    for _, p in sorted(t.partitions.items())],
+                    t.topic_id if isinstance(t.topic_id, uuid.UUID) else None)
             return out
         return await self._retrying("describe_topics", deadline, attempt)
 

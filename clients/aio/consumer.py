@@ -1,0 +1,526 @@
+"""AsyncConsumer: strom's asyncio Kafka consumer.
+
+    consumer = AsyncConsumer("events", bootstrap_servers="localhost:9092", group_id="g")
+    async with consumer:
+        while True:
+            for record in await consumer.poll(1.0):
+                ...
+
+Two ways to get partitions:
+  - `subscribe(topics | pattern, listener)`: group management (clients.aio.group). Every
+    rebalance happens inside poll() (and unsubscribe()/close()), which is also where the
+    listener runs: `on_partitions_revoked(set)` (eager protocols: everything, before
+    rejoining; cooperative-sticky: only partitions that move, after which the member
+    rejoins), `on_partitions_assigned(set)` (cooperative: only the added ones; called
+    after every rebalance, possibly with an empty set, as in Kafka's Java client) and
+    `on_partitions_lost(set)` when the membership was lost (falls back to revoked). The
+    listener's methods may be plain functions or coroutines. A pattern is matched
+    against all of the cluster's topics, again on every metadata refresh.
+  - `assign(partitions)`: no group management; commits still go to `group.id` if set.
+
+Positions start from the committed offset (OffsetFetch) or else auto.offset.reset; the
+fetcher (clients.aio.fetcher) prefetches in the background. With enable.auto.commit,
+positions are committed every auto.commit.interval.ms from poll(), before partitions are
+revoked and on close. commit_async callbacks `callback(err, offsets)` run inside the next
+poll(), commit() or close() (as in Kafka's Java client).
+
+Every method is a coroutine; the consumer starts (connects) on first use or `start()`.
+One event loop, one task at a time: not safe for concurrent use (as Kafka's consumer).
+"""
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import re
+from typing import Any, Callable, Iterable, Mapping
+
+from clients.config import ClientConfig, resolve
+from clients.protocol.errors import Code, KafkaError, for_code
+from clients.types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+
+from .assignors import assignor_for
+from .client import KafkaClient
+from .fetcher import EARLIEST, LATEST, Fetcher
+from .group import GroupMember
+from .metadata import ClusterMetadata
+
+__all__ = ["AsyncConsumer"]
+
+log = logging.getLogger("strom.client.consumer")
+
+CommitCallback = Callable[[Exception | None, Mapping[TopicPartition, OffsetAndMetadata]], Any]
+
+
+class AsyncConsumer:
+    """Kafka consumer on asyncio; see the module docstring."""
+
+    def __init__(self, *topics: str, config: Mapping[str, Any] | None = None, **kwargs: Any):
+        self.config: ClientConfig = resolve("consumer", config, **kwargs)
+        for name in self.config["partition.assignment.strategy"]:
+            assignor_for(name)                  # an unknown name fails now, not at join
+        self._client = KafkaClient(self.config)
+        self._fetcher: Fetcher | None = None
+        self._group: GroupMember | None = None
+        self._initial_topics = list(topics)
+        self._subscription: set[str] = set()
+        self._pattern: re.Pattern[str] | None = None
+        self._listener: Any = None
+        self._subscribed = False                # group management (subscribe) is on
+        self._assignment: set[TopicPartition] = set()
+        self._auto_commit: bool = self.config["enable.auto.commit"] and bool(self.config["group.id"])
+        self._auto_commit_interval = self.config.ms("auto.commit.interval.ms")
+        self._next_auto_commit = 0.0
+        self._api_timeout = self.config.ms("default.api.timeout.ms")
+        self._max_poll_records: int = self.config["max.poll.records"]
+        self._commit_tasks: set[asyncio.Task[Any]] = set()
+        self._join_task: asyncio.Task[Any] | None = None   # a JoinGroup+SyncGroup in flight
+        self._commit_callbacks: list[tuple[CommitCallback, Exception | None, dict]] = []
+        self._start_lock: asyncio.Lock | None = None
+        self._started = False
+        self._closed = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Connect to the cluster (done on first use anyway)."""
+        if self._started:
+            return
+        if self._closed:
+            raise RuntimeError("the consumer is closed")
+        if self._start_lock is None:
+            self._start_lock = asyncio.Lock()
+        async with self._start_lock:
+            if self._started:
+                return
+            await self._client.start()
+            self._fetcher = Fetcher(self._client, self.config)
+            self._fetcher.start()
+            if self.config["group.id"]:
+                self._group = GroupMember(self._client, self.config, [
+                    assignor_for(n) for n in self.config["partition.assignment.strategy"]])
+            self._next_auto_commit = asyncio.get_running_loop().time() + self._auto_commit_interval
+            self._started = True
+        if self._initial_topics:
+            await self.subscribe(self._initial_topics)
+
+    async def __aenter__(self) -> "AsyncConsumer":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    @property
+    def _f(self) -> Fetcher:
+        assert self._fetcher is not None
+        return self._fetcher
+
+    def _need_group(self, what: str) -> GroupMember:
+        if self._group is None:
+            raise for_code(Code.INVALID_GROUP_ID)(f"{what} needs group.id")
+        return self._group
+
+    async def close(self, autocommit: bool = True) -> None:
+        """Commit (with enable.auto.commit and `autocommit`), call the listener's revoked
+        callback, leave the group and close connections."""
+        if self._closed:
+            return
+        if self._started:
+            try:
+                await self._abandon_join()
+                if self._subscribed:
+                    await self._revoke_all(commit=autocommit, lost=False)
+                elif autocommit and self._auto_commit and self._assignment:
+                    await self._commit_positions_quietly(self._assignment)
+                if self._commit_tasks:
+                    await asyncio.gather(*self._commit_tasks, return_exceptions=True)
+                await self._run_commit_callbacks()
+            finally:
+                if self._group is not None:
+                    await self._group.close(leave=self._subscribed)
+                await self._f.close()
+                await self._client.close()
+        self._closed = True
+
+    # ------------------------------------------------------------------ subscription
+
+    async def subscribe(self, topics: Iterable[str] | None = None, pattern: str | re.Pattern | None = None,
+                        listener: Any = None) -> None:
+        """Join `group.id` for `topics` or the topics matching `pattern` (full match)."""
+        await self.start()
+        self._need_group("subscribe()")
+        if (topics is None) == (pattern is None):
+            raise ValueError("subscribe() needs topics or a pattern (not both)")
+        if self._assignment and not self._subscribed:
+            raise ValueError("subscribe() after assign(): call unsubscribe() first")
+        self._listener = listener
+        self._subscribed = True
+        if pattern is not None:
+            self._pattern = re.compile(pattern) if isinstance(pattern, str) else pattern
+            self._client.metadata.all_topics = True
+            try:                                # match against the cluster as it is now
+                await self._client.metadata.refresh()
+            except Exception as e:              # the background refresh retries
+                log.info("metadata refresh for the pattern failed: %s", e)
+            self._subscription = set(self._client.cluster.matching_topics(
+                self._pattern, self.config["exclude.internal.topics"]))
+        else:
+            if isinstance(topics, str):
+                topics = [topics]
+            self._pattern = None
+            self._client.metadata.all_topics = False
+            self._subscription = set(topics or ())
+            self._client.metadata.add_topics(self._subscription)
+        assert self._group is not None
+        self._group.request_rejoin("subscription changed")
+
+    async def subscription(self) -> set[str]:
+        return set(self._subscription)
+
+    async def unsubscribe(self) -> None:
+        """Give up partitions (listener revoked, commit with auto-commit) and the group."""
+        await self.start()
+        if self._subscribed:
+            await self._abandon_join()
+            await self._revoke_all(commit=True, lost=False)
+            assert self._group is not None
+            await self._group.leave("the consumer unsubscribed")
+        self._subscribed = False
+        self._subscription = set()
+        self._pattern = None
+        self._client.metadata.all_topics = False
+        self._set_assignment(set())
+
+    async def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Consume exactly these partitions, without group management."""
+        await self.start()
+        if self._subscribed:
+            raise ValueError("assign() while subscribed: call unsubscribe() first")
+        tps = {TopicPartition(*tp) for tp in partitions}
+        self._client.metadata.add_topics({tp.topic for tp in tps})
+        self._set_assignment(tps)
+
+    async def assignment(self) -> set[TopicPartition]:
+        return set(self._assignment)
+
+    def _set_assignment(self, tps: set[TopicPartition]) -> None:
+        self._assignment = set(tps)
+        self._f.assign(tps)
+
+    # ------------------------------------------------------------------ rebalancing
+
+    async def _call_listener(self, name: str, tps: set[TopicPartition]) -> None:
+        fn = getattr(self._listener, name, None)
+        if fn is None and name == "on_partitions_lost":
+            fn = getattr(self._listener, "on_partitions_revoked", None)
+        if fn is None:
+            return
+        try:
+            result = fn(set(tps))
+            if inspect.isawaitable(result):
+                await result
+        except Exception:
+            log.exception("rebalance listener %s failed", name)
+
+    async def _revoke(self, tps: set[TopicPartition], commit: bool, lost: bool) -> None:
+        if not tps:
+            return
+        if lost:
+            await self._call_listener("on_partitions_lost", tps)
+        else:
+            if commit and self._auto_commit:
+                await self._commit_positions_quietly(tps)
+            await self._call_listener("on_partitions_revoked", tps)
+        self._set_assignment(self._assignment - tps)
+
+    async def _revoke_all(self, commit: bool, lost: bool) -> None:
+        await self._revoke(set(self._assignment), commit, lost)
+
+    async def _abandon_join(self) -> None:
+        task, self._join_task = self._join_task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    def _refresh_pattern(self) -> None:
+        if self._pattern is None:
+            return
+        matching = set(self._client.cluster.matching_topics(
+            self._pattern, self.config["exclude.internal.topics"]))
+        if matching != self._subscription:
+            log.info("pattern %s now matches %s", self._pattern.pattern, sorted(matching))
+            self._subscription = matching
+            assert self._group is not None
+            self._group.request_rejoin("topics matching the pattern changed")
+
+    async def _ensure_group(self, timeout: float) -> bool:
+        """Run the rebalances the group asks for (inside poll). A join still waiting for
+        the other members after `timeout` stays in flight for the next poll (False), as
+        Kafka's poll(timeout) does, so one thread can drive several consumers."""
+        g = self._group
+        assert g is not None
+        self._refresh_pattern()
+        if g.metadata_changed():
+            g.request_rejoin("partition counts of subscribed topics changed")
+        while (g.need_rejoin or self._join_task is not None) and self._subscribed:
+            if self._join_task is None:
+                if g.lost:
+                    await self._revoke_all(commit=False, lost=True)
+                    g.lost = False
+                elif not g.cooperative:
+                    await self._revoke_all(commit=True, lost=False)
+                else:
+                    # Cooperative: only partitions of topics no longer subscribed go now;
+                    # the others are still consumed while the group rebalances.
+                    await self._revoke({tp for tp in self._assignment
+                                        if tp.topic not in self._subscription}, True, False)
+                owned = sorted(self._assignment) if g.cooperative else []
+                self._join_task = asyncio.get_running_loop().create_task(
+                    g.join(sorted(self._subscription), owned), name="strom-group-join")
+            done, _ = await asyncio.wait({self._join_task}, timeout=max(0.0, timeout))
+            if not done:
+                return False
+            task, self._join_task = self._join_task, None
+            new = set(task.result().partitions)
+            self._client.metadata.add_topics({tp.topic for tp in new})
+            if g.cooperative:
+                revoked = self._assignment - new
+                added = new - self._assignment
+                if revoked:
+                    await self._revoke(revoked, True, False)
+                    g.request_rejoin("revoked partitions that move to other members")
+                self._set_assignment(new)
+                await self._call_listener("on_partitions_assigned", added)
+            else:
+                self._set_assignment(new)
+                await self._call_listener("on_partitions_assigned", new)
+        return True
+
+    async def _update_positions(self, tps: Iterable[TopicPartition] | None = None) -> None:
+        """Positions for partitions without one: committed offset, else auto.offset.reset."""
+        f = self._f
+        missing = [tp for tp in (f.needs_position() if tps is None else tps)
+                   if f.states[tp].position is None and f.states[tp].reset is None]
+        if missing:
+            committed = (await self._group.committed(missing, self._api_timeout)
+                         if self._group is not None else {})
+            strategy = self.config["auto.offset.reset"]
+            for tp in missing:
+                if tp not in f.states:
+                    continue
+                c = committed.get(tp)
+                if c is not None:
+                    f.seek(tp, c.offset, c.leader_epoch)
+                elif strategy in ("earliest", "latest"):
+                    f.request_reset(tp, strategy)
+                else:
+                    raise for_code(Code.OFFSET_OUT_OF_RANGE)(
+                        f"{tp}: no committed offset and auto.offset.reset=none")
+        await f.reset_positions(self._api_timeout)
+
+    # ------------------------------------------------------------------ poll
+
+    async def poll(self, timeout: float = 1.0, max_records: int | None = None) -> list[ConsumerRecord]:
+        """Records fetched since the last poll (at most `max_records`, default
+        max.poll.records), waiting up to `timeout` seconds for some. Runs rebalances,
+        auto-commits and pending commit callbacks."""
+        await self.start()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        max_records = max_records or self._max_poll_records
+        f = self._f
+        while True:
+            if self._group is not None:
+                self._group.last_poll = loop.time()
+            await self._run_commit_callbacks()
+            if self._subscribed:
+                await self._ensure_group(deadline - loop.time())
+            await self._update_positions()
+            self._maybe_auto_commit(loop.time())
+            records = f.drain(max_records)
+            if records:
+                return records
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return []
+            waiters = [loop.create_task(f.data_ready.wait())]
+            if self._join_task is not None:
+                waiters.append(loop.create_task(asyncio.wait({self._join_task})))
+            elif self._subscribed and self._group is not None:
+                waiters.append(loop.create_task(self._group.changed.wait()))
+            # Wake at least every second for pattern subscriptions and auto-commit.
+            _, pending = await asyncio.wait(waiters, timeout=min(remaining, 1.0),
+                                            return_when=asyncio.FIRST_COMPLETED)
+            for t in pending:
+                t.cancel()
+
+    # ------------------------------------------------------------------ commits
+
+    def _positions(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, OffsetAndMetadata]:
+        consumed = self._f.consumed_offsets()
+        return {tp: OffsetAndMetadata(consumed[tp][0], "", consumed[tp][1])
+                for tp in tps if tp in consumed}
+
+    @staticmethod
+    def _normalize(offsets: Mapping[TopicPartition, OffsetAndMetadata | int]
+                   ) -> dict[TopicPartition, OffsetAndMetadata]:
+        return {TopicPartition(*tp): (om if isinstance(om, OffsetAndMetadata)
+                                      else OffsetAndMetadata(int(om)))
+                for tp, om in offsets.items()}
+
+    async def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None
+                     ) -> None:
+        """Commit `offsets` (default: the positions of all assigned partitions) and wait."""
+        await self.start()
+        g = self._need_group("commit()")
+        await self._run_commit_callbacks()
+        chosen = self._positions(self._assignment) if offsets is None else self._normalize(offsets)
+        await g.commit(chosen, self._api_timeout, as_member=self._subscribed)
+
+    async def commit_async(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
+                           callback: CommitCallback | None = None) -> "asyncio.Task[None]":
+        """Start a commit; `callback(err, offsets)` runs in a later poll()/commit()/close().
+        Returns the commit's task (await it to wait)."""
+        await self.start()
+        g = self._need_group("commit_async()")
+        chosen = self._positions(self._assignment) if offsets is None else self._normalize(offsets)
+
+        async def run() -> None:
+            err: Exception | None = None
+            try:
+                await g.commit(chosen, self._api_timeout, as_member=self._subscribed)
+            except Exception as e:
+                err = e
+                log.info("async commit failed: %s", e)
+            if callback is not None:
+                self._commit_callbacks.append((callback, err, chosen))
+        task = asyncio.get_running_loop().create_task(run())
+        self._commit_tasks.add(task)
+        task.add_done_callback(self._commit_tasks.discard)
+        return task
+
+    async def _run_commit_callbacks(self) -> None:
+        while self._commit_callbacks:
+            cb, err, offsets = self._commit_callbacks.pop(0)
+            try:
+                result = cb(err, offsets)
+                if inspect.isawaitable(result):
+                    await result
+            except Exception:
+                log.exception("commit callback failed")
+
+    async def _commit_positions_quietly(self, tps: Iterable[TopicPartition]) -> None:
+        try:
+            assert self._group is not None
+            await self._group.commit(self._positions(tps), self._api_timeout,
+                                     as_member=self._subscribed)
+        except Exception as e:
+            log.warning("committing positions failed: %s", e)
+
+    def _maybe_auto_commit(self, now: float) -> None:
+        if not self._auto_commit or now < self._next_auto_commit or not self._assignment:
+            return
+        self._next_auto_commit = now + self._auto_commit_interval
+        if self._subscribed and self._group is not None and self._group.need_rejoin:
+            return                          # the rebalance commits before revoking
+        offsets = self._positions(self._assignment)
+        if offsets:
+            task = asyncio.get_running_loop().create_task(self._commit_positions_quietly(list(offsets)))
+            self._commit_tasks.add(task)
+            task.add_done_callback(self._commit_tasks.discard)
+
+    async def committed(self, partitions: Iterable[TopicPartition]
+                        ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        await self.start()
+        return await self._need_group("committed()").committed(
+            [TopicPartition(*tp) for tp in partitions], self._api_timeout)
+
+    # ------------------------------------------------------------------ positions
+
+    async def position(self, tp: TopicPartition) -> int:
+        """The offset of the next record poll() returns for `tp` (looked up if unknown)."""
+        await self.start()
+        tp = TopicPartition(*tp)
+        if self._f.position(tp) is None:
+            await self._update_positions([tp])
+        pos = self._f.position(tp)
+        assert pos is not None
+        return pos
+
+    async def seek(self, tp: TopicPartition, offset: int) -> None:
+        await self.start()
+        if offset < 0:
+            raise ValueError(f"seek offset must be >= 0, not {offset}")
+        self._f.seek(TopicPartition(*tp), offset)
+
+    async def seek_to_beginning(self, *tps: TopicPartition) -> None:
+        await self.start()
+        for tp in (tps or tuple(self._assignment)):
+            self._f.request_reset(TopicPartition(*tp), "earliest")
+
+    async def seek_to_end(self, *tps: TopicPartition) -> None:
+        await self.start()
+        for tp in (tps or tuple(self._assignment)):
+            self._f.request_reset(TopicPartition(*tp), "latest")
+
+    async def pause(self, *tps: TopicPartition) -> None:
+        await self.start()
+        for tp in tps:
+            self._f.pause(TopicPartition(*tp), True)
+
+    async def resume(self, *tps: TopicPartition) -> None:
+        await self.start()
+        for tp in tps:
+            self._f.pause(TopicPartition(*tp), False)
+
+    async def paused(self) -> set[TopicPartition]:
+        await self.start()
+        return {tp for tp, st in self._f.states.items() if st.paused}
+
+    async def offsets_for_times(self, timestamps: Mapping[TopicPartition, int]
+                                ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """The earliest offset whose timestamp is >= the given one, per partition (None if
+        there is none)."""
+        await self.start()
+        for ts in timestamps.values():
+            if ts < 0:
+                raise ValueError(f"timestamps must be >= 0, not {ts}")
+        found = await self._f.list_offsets(
+            {TopicPartition(*tp): ts for tp, ts in timestamps.items()}, self._api_timeout)
+        return {tp: (OffsetAndTimestamp(o, ts, epoch) if o >= 0 else None)
+                for tp, (o, ts, epoch) in found.items()}
+
+    async def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        await self.start()
+        found = await self._f.list_offsets({TopicPartition(*tp): EARLIEST for tp in partitions},
+                                           self._api_timeout)
+        return {tp: v[0] for tp, v in found.items()}
+
+    async def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        await self.start()
+        found = await self._f.list_offsets({TopicPartition(*tp): LATEST for tp in partitions},
+                                           self._api_timeout)
+        return {tp: v[0] for tp, v in found.items()}
+
+    # ------------------------------------------------------------------ metadata
+
+    async def topics(self) -> list[str]:
+        """Every topic in the cluster (internal ones excluded)."""
+        await self.start()
+        resp = await self._client.request_any("Metadata", {
+            "topics": None, "allow_auto_topic_creation": False,
+            "include_topic_authorized_operations": False,
+            "include_cluster_authorized_operations": False})
+        cluster = ClusterMetadata.from_response(resp)
+        return sorted(n for n, t in cluster.topics.items() if not t.is_internal and not t.error_code)
+
+    async def partitions_for(self, topic: str) -> list[int]:
+        await self.start()
+        try:
+            await self._client.metadata.wait_for_topic(topic, self._api_timeout)
+        except KafkaError as e:
+            if e.code == Code.UNKNOWN_TOPIC_OR_PARTITION:
+                return []
+            raise
+        return self._client.cluster.partitions_for(topic)

@@ -1,0 +1,493 @@
+"""Fetching records for a consumer: positions, a prefetch buffer and background fetches.
+
+`Fetcher` keeps one `PartitionState` per assigned partition (position = the offset of the
+next record poll() returns, paused flag, pending offset reset) and a background task that
+sends one Fetch request per partition leader for all assigned, unpaused partitions that
+have room in the buffer (at most `_PREFETCH` completed fetches per partition), one request
+in flight per broker. While the user processes what poll() returned, the next fetch is
+already on its way: a partition becomes fetchable again as soon as its buffer has room.
+
+Responses: records are decoded with `records_from_fetch` from the fetch offset on (a fetch
+starting inside a batch gets the whole batch). Control batches are always skipped; with
+read_committed the broker stops at the last stable offset and the aborted transactions it
+lists are dropped (Kafka's rule: a producer id is aborted from its first offset until its
+ABORT marker). NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION and
+lost connections ask for a metadata update and fetch again from the same position, from
+whichever broker leads then. OFFSET_OUT_OF_RANGE resets the position (auto.offset.reset),
+or, with "none", raises from poll().
+
+`list_offsets` (ListOffsets to each leader) serves resets, offsets_for_times and
+beginning/end offsets. Single event loop, not thread-safe.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+from clients.config import ClientConfig
+from clients.protocol.errors import Code, KafkaError, for_code
+from clients.protocol.records import (ABORT, ConsumedRecord, iter_batch_headers, iter_batches,
+                                      parse_control_record, records_from_fetch)
+from clients.serde import as_deserializer
+from clients.types import ConsumerRecord, TopicPartition
+
+from .client import KafkaClient
+from .errors import KafkaConnectionError, KafkaTimeoutError
+
+__all__ = ["Fetcher", "PartitionState", "EARLIEST", "LATEST"]
+
+log = logging.getLogger("strom.client.fetcher")
+
+EARLIEST = -2          # ListOffsets timestamps
+LATEST = -1
+_FETCH_MAX_VERSION = 12     # topic names on the wire (13+ identifies topics by id)
+_PREFETCH = 2               # completed fetches buffered per partition
+_REFRESH_METADATA = {Code.NOT_LEADER_OR_FOLLOWER, Code.FENCED_LEADER_EPOCH,
+                     Code.UNKNOWN_LEADER_EPOCH, Code.UNKNOWN_TOPIC_OR_PARTITION,
+                     Code.LEADER_NOT_AVAILABLE, Code.REPLICA_NOT_AVAILABLE,
+                     Code.KAFKA_STORAGE_ERROR, Code.OFFSET_NOT_AVAILABLE,
+                     Code.NOT_ENOUGH_REPLICAS, Code.UNKNOWN_TOPIC_ID,
+                     Code.INCONSISTENT_TOPIC_ID}
+_CONNECTION_ERRORS = (KafkaConnectionError, KafkaTimeoutError)
+OffsetOutOfRangeError = for_code(Code.OFFSET_OUT_OF_RANGE)
+
+
+@dataclass
+class PartitionState:
+    """What the consumer knows of one assigned partition."""
+
+    position: int | None = None     # next offset poll() returns; None until known
+    epoch: int = -1                 # leader epoch of the last record returned
+    paused: bool = False
+    reset: str | None = None        # "earliest"/"latest" when the position must be looked up
+    version: int = 0                # bumped by seeks: responses for older versions are dropped
+    error: Exception | None = None  # raised by the next poll()
+    high_watermark: int = -1
+    retry_at: float = 0.0           # after a leader error, wait for fresher metadata
+    buffer: deque = field(default_factory=deque)
+
+
+@dataclass
+class _Completed:
+    """Records of one partition from one fetch response, drained by poll()."""
+
+    version: int
+    start: int                      # the position these records continue from
+    records: list[ConsumedRecord]
+    next_offset: int                # position after the last batch (skips control batches)
+    index: int = 0
+
+
+def aborted_filter(buf: Any, from_offset: int, aborted: Iterable[Any]) -> list[ConsumedRecord]:
+    """read_committed: the data records of `buf` from `from_offset` on, without those of
+    aborted transactions (`aborted`: (producer_id, first_offset) entries of the response)."""
+    pending = sorted(((a["first_offset"], a["producer_id"]) for a in aborted), reverse=True)
+    active: set[int] = set()
+    out: list[ConsumedRecord] = []
+    for batch in iter_batches(buf):
+        while pending and pending[-1][0] <= batch.last_offset:
+            active.add(pending.pop()[1])
+        pid = batch.header.producer_id
+        if batch.is_control:
+            if pid in active and batch.records and parse_control_record(batch.records[0])[0] == ABORT:
+                active.discard(pid)
+            continue
+        if batch.is_transactional and pid in active:
+            continue
+        out.extend(r for r in batch.records if r.offset >= from_offset)
+    return out
+
+
+class Fetcher:
+    """Positions and prefetched records of the assigned partitions; see the module doc."""
+
+    def __init__(self, client: KafkaClient, config: ClientConfig):
+        self.client = client
+        self.config = config
+        self.max_wait_ms: int = config["fetch.max.wait.ms"]
+        self.min_bytes: int = config["fetch.min.bytes"]
+        self.max_bytes: int = config["fetch.max.bytes"]
+        self.partition_max_bytes: int = config["max.partition.fetch.bytes"]
+        self.read_committed = config["isolation.level"] == "read_committed"
+        self.check_crcs: bool = config["check.crcs"]
+        self.reset_strategy: str = config["auto.offset.reset"]
+        kd, vd = config["key.deserializer"], config["value.deserializer"]
+        self.key_deserializer = as_deserializer(kd) if kd is not None else None
+        self.value_deserializer = as_deserializer(vd) if vd is not None else None
+        self.states: dict[TopicPartition, PartitionState] = {}
+        self.data_ready = asyncio.Event()          # set when a fetch buffered records/errors
+        self._wake = asyncio.Event()
+        self._busy: set[Any] = set()               # brokers with a fetch in flight
+        self._backoff_until: dict[Any, float] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._task: asyncio.Task[None] | None = None
+        self._closed = False
+
+    # ------------------------------------------------------------------ assignment + positions
+
+    def assign(self, tps: Iterable[TopicPartition]) -> None:
+        """Track exactly `tps` (states of partitions kept stay as they are)."""
+        wanted = set(tps)
+        for tp in list(self.states):
+            if tp not in wanted:
+                del self.states[tp]
+        for tp in wanted:
+            if tp not in self.states:
+                self.states[tp] = PartitionState()
+        self.wake()
+
+    def seek(self, tp: TopicPartition, offset: int, epoch: int = -1) -> None:
+        st = self._state(tp)
+        st.position = offset
+        st.epoch = epoch
+        st.reset = None
+        st.error = None
+        self._invalidate(st)
+
+    def request_reset(self, tp: TopicPartition, strategy: str) -> None:
+        st = self._state(tp)
+        st.position = None
+        st.reset = strategy
+        self._invalidate(st)
+
+    def _invalidate(self, st: PartitionState) -> None:
+        st.version += 1
+        st.buffer.clear()
+        st.retry_at = 0.0
+        self.wake()
+
+    def _state(self, tp: TopicPartition) -> PartitionState:
+        st = self.states.get(tp)
+        if st is None:
+            raise ValueError(f"{tp} is not assigned to this consumer")
+        return st
+
+    def position(self, tp: TopicPartition) -> int | None:
+        return self._state(tp).position
+
+    def needs_position(self) -> list[TopicPartition]:
+        return [tp for tp, st in self.states.items() if st.position is None]
+
+    def pause(self, tp: TopicPartition, paused: bool) -> None:
+        self._state(tp).paused = paused
+        self.wake()
+
+    def consumed_offsets(self) -> dict[TopicPartition, tuple[int, int]]:
+        """{tp: (position, leader epoch)} of partitions with a known position."""
+        return {tp: (st.position, st.epoch) for tp, st in self.states.items()
+                if st.position is not None}
+
+    # ------------------------------------------------------------------ draining
+
+    def has_buffered(self) -> bool:
+        return any((st.buffer and not st.paused) or st.error is not None
+                   for st in self.states.values())
+
+    def drain(self, max_records: int) -> list[ConsumerRecord]:
+        """Up to `max_records` buffered records in offset order per partition, advancing
+        positions; raises a partition's pending error (once)."""
+        out: list[ConsumerRecord] = []
+        for tp, st in list(self.states.items()):
+            if st.error is not None:
+                err, st.error = st.error, None
+                if out:                      # hand out what we have; raise next time
+                    st.error = err
+                    break
+                raise err
+            if st.paused:
+                continue
+            while st.buffer and len(out) < max_records:
+                c: _Completed = st.buffer[0]
+                if c.version != st.version or c.start != st.position:
+                    st.buffer.clear()        # a seek overtook this fetch
+                    break
+                take = c.records[c.index:c.index + max_records - len(out)]
+                if take:
+                    out.extend(self._convert(tp, r) for r in take)
+                    c.index += len(take)
+                    st.position = take[-1].offset + 1
+                    st.epoch = take[-1].leader_epoch
+                    c.start = st.position
+                if c.index >= len(c.records):
+                    st.position = max(st.position, c.next_offset)
+                    st.buffer.popleft()
+                    if st.buffer and st.buffer[0].start != st.position:
+                        st.buffer.clear()
+            if len(out) >= max_records:
+                break
+        if out or not self.has_buffered():
+            self.data_ready.clear()
+        # Drained partitions have room again: fetch their next records while the user works.
+        self.wake()
+        if out:
+            # Rotate so the next poll starts with other partitions (fairness).
+            first = out[0]
+            tp0 = TopicPartition(first.topic, first.partition)
+            st0 = self.states.pop(tp0, None)
+            if st0 is not None:
+                self.states[tp0] = st0
+        return out
+
+    def _convert(self, tp: TopicPartition, r: ConsumedRecord) -> ConsumerRecord:
+        key, value = r.key, r.value
+        ks = len(key) if key is not None else -1
+        vs = len(value) if value is not None else -1
+        if self.key_deserializer is not None:
+            key = self.key_deserializer.deserialize(tp.topic, key)
+        if self.value_deserializer is not None:
+            value = self.value_deserializer.deserialize(tp.topic, value)
+        return ConsumerRecord(tp.topic, tp.partition, r.offset, r.timestamp, r.timestamp_type,
+                              key, value, r.headers, r.leader_epoch, ks, vs)
+
+    # ------------------------------------------------------------------ background fetching
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(
+                self._run(), name="strom-fetcher")
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def close(self) -> None:
+        self._closed = True
+        tasks = [t for t in (self._task, *self._tasks) if t is not None]
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._task = None
+
+    def _fetch_offset(self, st: PartitionState) -> int | None:
+        if st.position is None or st.paused or st.error is not None or len(st.buffer) >= _PREFETCH:
+            return None
+        return st.buffer[-1].next_offset if st.buffer else st.position
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while not self._closed:
+            self._wake.clear()
+            now = loop.time()
+            cluster = self.client.cluster
+            plan: dict[int, list[tuple[TopicPartition, PartitionState, int]]] = {}
+            next_retry = None
+            for tp, st in self.states.items():
+                offset = self._fetch_offset(st)
+                if offset is None:
+                    continue
+                if st.retry_at > now:
+                    next_retry = min(next_retry or st.retry_at, st.retry_at)
+                    continue
+                leader = cluster.leader_for(tp.topic, tp.partition)
+                if leader < 0:
+                    self.client.metadata.add_topics([tp.topic])
+                    self.client.metadata.request_update()
+                    st.retry_at = now + self.client.retry_backoff
+                    next_retry = min(next_retry or st.retry_at, st.retry_at)
+                    continue
+                until = self._backoff_until.get(leader, 0.0)
+                if until > now:
+                    next_retry = min(next_retry or until, until)
+                    continue
+                if leader in self._busy:
+                    continue
+                plan.setdefault(leader, []).append((tp, st, offset))
+            for node, parts in plan.items():
+                self._busy.add(node)
+                t = loop.create_task(self._fetch(node, parts), name=f"strom-fetch-{node}")
+                self._tasks.add(t)
+                t.add_done_callback(self._tasks.discard)
+            timeout = None if next_retry is None else max(0.005, next_retry - loop.time())
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout)
+            except TimeoutError:
+                pass
+
+    async def _fetch(self, node: int, parts: list[tuple[TopicPartition, PartitionState, int]]) -> None:
+        loop = asyncio.get_running_loop()
+        sent = {tp: (st.version, offset) for tp, st, offset in parts}
+        try:
+            conn = await self.client.connection(node)
+            version = min(conn.version_for("Fetch"), _FETCH_MAX_VERSION)
+            cluster = self.client.cluster
+            topics: dict[str, list[dict]] = {}
+            for tp, st, offset in parts:
+                info = cluster.partition(tp.topic, tp.partition)
+                topics.setdefault(tp.topic, []).append({
+                    "partition": tp.partition, "fetch_offset": offset,
+                    "current_leader_epoch": info.leader_epoch if info is not None else -1,
+                    "last_fetched_epoch": -1, "log_start_offset": -1,
+                    "partition_max_bytes": self.partition_max_bytes})
+            body = {"replica_id": -1, "max_wait_ms": self.max_wait_ms,
+                    "min_bytes": self.min_bytes, "max_bytes": self.max_bytes,
+                    "isolation_level": 1 if self.read_committed else 0,
+                    "session_id": 0, "session_epoch": -1,      # no fetch session: full fetches
+                    "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+                    "forgotten_topics_data": [], "rack_id": ""}
+            resp = await conn.request("Fetch", body, version=version,
+                                      timeout=self.client.request_timeout + self.max_wait_ms / 1000)
+            self._backoff_until.pop(node, None)
+            if resp.get("error_code"):
+                raise for_code(resp.error_code)(f"Fetch from broker {node}")
+            for t in resp.responses:
+                for p in t.partitions:
+                    tp = TopicPartition(t.topic, p.partition_index)
+                    if tp in sent:
+                        self._handle(tp, p, *sent[tp], now=loop.time())
+        except asyncio.CancelledError:
+            raise
+        except (KafkaConnectionError, KafkaTimeoutError) as e:
+            log.info("fetch from broker %s failed: %s; refreshing metadata", node, e)
+            self._backoff_until[node] = loop.time() + self.client.retry_backoff
+            self.client.metadata.request_update()
+        except KafkaError as e:
+            log.info("fetch from broker %s failed: %s", node, e)
+            self._backoff_until[node] = loop.time() + self.client.retry_backoff
+            self.client.metadata.request_update()
+        except Exception as e:                  # a bug or a corrupt response: surface it
+            log.exception("fetch from broker %s failed", node)
+            for tp in sent:
+                st = self.states.get(tp)
+                if st is not None:
+                    st.error = e
+                    self.data_ready.set()
+        finally:
+            self._busy.discard(node)
+            self.wake()
+
+    def _handle(self, tp: TopicPartition, p: Any, version: int, offset: int, now: float) -> None:
+        st = self.states.get(tp)
+        if st is None or st.version != version:
+            return                          # unassigned or sought meanwhile
+        expected = st.buffer[-1].next_offset if st.buffer else st.position
+        if expected != offset:
+            return
+        code = p.error_code
+        if code == 0:
+            st.high_watermark = p.high_watermark
+            buf = p.records
+            if not buf:
+                return
+            try:
+                if self.read_committed and p.get("aborted_transactions"):
+                    records = aborted_filter(buf, offset, p.aborted_transactions)
+                else:
+                    records = list(records_from_fetch(buf, from_offset=offset,
+                                                      verify_crc=self.check_crcs))
+                next_offset = offset
+                for _, h in iter_batch_headers(buf):
+                    next_offset = max(next_offset, h.base_offset + h.last_offset_delta + 1)
+            except KafkaError as e:
+                st.error = e
+                self.data_ready.set()
+                return
+            if next_offset > offset:
+                st.buffer.append(_Completed(version, offset, records, next_offset))
+                if records:
+                    self.data_ready.set()
+            return
+        if code in _REFRESH_METADATA:
+            log.info("fetch %s: %s; refreshing metadata and fetching from offset %d again",
+                     tp, for_code(code).name, offset)
+            self.client.metadata.request_update()
+            st.retry_at = now + self.client.retry_backoff
+            return
+        if code == Code.OFFSET_OUT_OF_RANGE:
+            if st.buffer:
+                return                      # only the position itself can be out of range
+            if self.reset_strategy in ("earliest", "latest"):
+                log.info("fetch %s: offset %d out of range; resetting to %s", tp, offset,
+                         self.reset_strategy)
+                self.request_reset(tp, self.reset_strategy)
+                self.data_ready.set()       # poll() looks the new position up
+            else:
+                st.error = OffsetOutOfRangeError(
+                    f"{tp}: fetch position {offset} is out of range (auto.offset.reset=none)")
+                self.data_ready.set()
+            return
+        err = for_code(code)
+        if err.retriable:
+            st.retry_at = now + self.client.retry_backoff
+            return
+        st.error = err(f"fetch {tp} at offset {offset}")
+        self.data_ready.set()
+
+    # ------------------------------------------------------------------ ListOffsets
+
+    async def list_offsets(self, specs: Mapping[TopicPartition, int], timeout: float
+                           ) -> dict[TopicPartition, tuple[int, int, int]]:
+        """{tp: (offset, timestamp, leader_epoch)} for each tp's timestamp spec (EARLIEST,
+        LATEST or ms); offset -1 where no record has that timestamp or later. Retries
+        leader errors with fresh metadata until `timeout`."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        remaining = dict(specs)
+        out: dict[TopicPartition, tuple[int, int, int]] = {}
+        self.client.metadata.add_topics({tp.topic for tp in remaining})
+        while remaining:
+            cluster = self.client.cluster
+            by_leader: dict[int, dict[TopicPartition, int]] = {}
+            for tp, ts in remaining.items():
+                leader = cluster.leader_for(tp.topic, tp.partition)
+                if leader >= 0:
+                    by_leader.setdefault(leader, {})[tp] = ts
+            results = await asyncio.gather(
+                *(self._list_offsets_from(node, tps, max(0.05, deadline - loop.time()))
+                  for node, tps in by_leader.items()), return_exceptions=True)
+            for r in results:
+                if isinstance(r, BaseException) and not isinstance(r, _CONNECTION_ERRORS):
+                    raise r
+                if isinstance(r, dict):
+                    for tp, value in r.items():
+                        remaining.pop(tp, None)
+                        out[tp] = value
+            if not remaining:
+                break
+            if loop.time() >= deadline:
+                raise KafkaTimeoutError(
+                    f"ListOffsets for {', '.join(map(str, sorted(remaining)))} did not "
+                    f"succeed within {timeout:.1f}s")
+            try:
+                await self.client.metadata.wait_for_update(
+                    max(0.05, min(deadline - loop.time(), 1.0)))
+            except (TimeoutError, KafkaConnectionError):
+                await asyncio.sleep(self.client.retry_backoff)
+        return out
+
+    async def _list_offsets_from(self, node: int, tps: Mapping[TopicPartition, int],
+                                 timeout: float) -> dict[TopicPartition, tuple[int, int, int]]:
+        topics: dict[str, list[dict]] = {}
+        for tp, ts in tps.items():
+            topics.setdefault(tp.topic, []).append(
+                {"partition_index": tp.partition, "current_leader_epoch": -1, "timestamp": ts})
+        body = {"replica_id": -1, "isolation_level": 1 if self.read_committed else 0,
+                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+        resp = await self.client.request(node, "ListOffsets", body, timeout=timeout)
+        out = {}
+        for t in resp.topics:
+            for p in t.partitions:
+                tp = TopicPartition(t.name, p.partition_index)
+                if p.error_code == 0:
+                    out[tp] = (p.offset, p.timestamp, p.get("leader_epoch", -1))
+                elif for_code(p.error_code).retriable or p.error_code in _REFRESH_METADATA:
+                    self.client.metadata.request_update()
+                else:
+                    raise for_code(p.error_code)(f"ListOffsets {tp}")
+        return out
+
+    async def reset_positions(self, timeout: float) -> None:
+        """Look up the positions of partitions waiting for a reset (earliest/latest)."""
+        pending = {tp: (EARLIEST if st.reset == "earliest" else LATEST)
+                   for tp, st in self.states.items() if st.position is None and st.reset}
+        if not pending:
+            return
+        found = await self.list_offsets(pending, timeout)
+        for tp, (offset, _, epoch) in found.items():
+            st = self.states.get(tp)
+            if st is not None and st.position is None:
+                st.position = offset
+                st.reset = None
+                st.version += 1
+        self.wake()
