@@ -4,16 +4,19 @@
   consumers with a common protocol (range, then cooperative-sticky). Every partition is
   owned by exactly one member (as each member's listener sees it and as DescribeGroups
   reports), every record is consumed exactly once across both client kinds, and the
-  commits are visible with OffsetFetch (confluent's AdminClient). A strom member leaving
+  commits are visible with OffsetFetch (confluent's AdminClient) and in
+  `kafka-consumer-groups --describe`, run as a subprocess. A strom member leaving
   hands its partitions to the others, again without a record read twice.
 - A regex subscription picks up a newly created matching topic; with cooperative-sticky
   the listener sees exactly the partitions that are added or move, nothing else.
 """
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer as CKConsumer
@@ -26,6 +29,7 @@ from clients.consumer import Consumer
 from clients.types import TopicPartition
 
 pytestmark = pytest.mark.integration
+REPO = Path(__file__).resolve().parents[2]
 
 QUIET = {"log_level": 0}
 GROUP_TIMING = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500,
@@ -162,6 +166,19 @@ def committed_offsets(admin: AdminClient, group: str, topic: str, partitions: in
     return {tp.partition: tp.offset for tp in res.topic_partitions}
 
 
+def describe_with_cli(bootstrap: str, group: str) -> list[dict[str, str]]:
+    """`kafka-consumer-groups --describe` run as a user runs it: its rows as dicts."""
+    out = subprocess.run([str(REPO / "bin" / "kafka-consumer-groups.sh"), "--bootstrap-server",
+                          bootstrap, "--describe", "--group", group],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    lines = [ln.split() for ln in out.stdout.splitlines() if ln.strip()]
+    header = lines[0]
+    assert header[:6] == ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET",
+                          "LAG"], out.stdout
+    return [dict(zip(header, ln)) for ln in lines[1:]]
+
+
 def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
     c = CKConsumer({"bootstrap.servers": bootstrap, "group.id": "offsets-probe", **QUIET})
     try:
@@ -208,6 +225,15 @@ def test_strom_and_confluent_members_share_one_group(broker, strategy, first):
         ends = end_offsets(broker.bootstrap, topic, P)
         wait_until(lambda: committed_offsets(admin, group, topic, P) == ends, 30,
                    "commits of every member at the log end")
+        # The same commits, and who owns what, as an operator sees them.
+        rows = describe_with_cli(broker.bootstrap, group)
+        assert {int(r["PARTITION"]) for r in rows} == set(range(P))
+        for r in rows:
+            p = int(r["PARTITION"])
+            assert (r["TOPIC"], int(r["CURRENT-OFFSET"]), int(r["LOG-END-OFFSET"]), r["LAG"]) \
+                == (topic, ends[p], ends[p], "0"), r
+            assert p in split[r["CLIENT-ID"]], r   # the owner the member itself saw
+            assert r["CONSUMER-ID"].startswith(r["CLIENT-ID"] + "-"), r
 
         # A strom member leaves: the others take over its partitions.
         leaver = strom[0]
