@@ -52,7 +52,10 @@ class KafkaClient:
             self.pool, bootstrap_addresses(config["bootstrap.servers"]),
             max_age=config.ms("metadata.max.age.ms"), retry_backoff=self.retry_backoff,
             request_timeout=self.request_timeout,
-            allow_auto_create=bool(config.get("allow.auto.create.topics", False)))
+            # Producers ask for auto-creation as Kafka's do (the broker's
+            # auto.create.topics.enable decides); consumers only when configured to.
+            allow_auto_create=bool(config.get("allow.auto.create.topics",
+                                              config.kind == "producer")))
         self._coordinators: dict[tuple[int, str], int] = {}
         self._started = False
 

@@ -208,11 +208,12 @@ def test_log_append_time_is_reported(shared_broker):
     assert md.timestamp >= before - 1000 and md.timestamp != 1000
 
 
-def test_unknown_topic_times_out_clearly(shared_broker):
+def test_unknown_topic_times_out_clearly(broker_factory):
     # As in Kafka's Java client, send() returns at once and the record's future (and its
     # callback) carry the max.block.ms timeout.
+    b = broker_factory({"auto.create.topics.enable": "false"})
     reported = []
-    with Producer(bootstrap_servers=shared_broker.bootstrap, max_block_ms=500) as p:
+    with Producer(bootstrap_servers=b.bootstrap, max_block_ms=500) as p:
         t0 = time.monotonic()
         fut = p.send("no-such-topic", b"v", on_delivery=lambda e, md: reported.append(e))
         assert time.monotonic() - t0 < 0.4
@@ -221,6 +222,14 @@ def test_unknown_topic_times_out_clearly(shared_broker):
         assert 0.4 < time.monotonic() - t0 < 5
         p.flush(5)
     assert len(reported) == 1 and isinstance(reported[0], KafkaTimeoutError)
+
+
+def test_a_new_topic_is_auto_created_as_for_kafkas_producers(shared_broker):
+    # Producers ask Metadata to auto-create (the broker's auto.create.topics.enable,
+    # true by default, decides), as Kafka's Java client and librdkafka do.
+    with Producer(bootstrap_servers=shared_broker.bootstrap, max_block_ms=10000) as p:
+        md = p.send("strom-auto-created", b"v").result(15)
+    assert (md.topic, md.offset) == ("strom-auto-created", 0)
 
 
 def test_max_request_size_is_enforced_at_send(shared_broker):
