@@ -1,14 +1,4 @@
 #!/usr/bin/env bash
 # strom-metrics: a one-screen cluster summary from the brokers' /metrics.json (python -m clients.cli.strom_metrics).
 # Usage: bin/strom-metrics.sh --bootstrap-server HOST:PORT [--watch [SECONDS]] [--count N]
-# Runs with the repository's .venv python (created by bin/_setup.sh if missing) from the
-# caller's directory, so relative paths in the arguments (config files) work as given.
-set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
-PY="$ROOT/.venv/bin/python"
-if [ ! -x "$PY" ]; then
-    # shellcheck source=bin/_setup.sh
-    (cd "$ROOT" && source bin/_setup.sh && strom_setup_python) >&2
-fi
-export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
-exec "$PY" -m clients.cli.strom_metrics "$@"
+exec "$(dirname "${BASH_SOURCE[0]}")/_run-module.sh" clients.cli.strom_metrics "$@"
