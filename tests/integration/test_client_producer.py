@@ -106,31 +106,35 @@ def test_partitions_agree_with_librdkafka_murmur2_random(shared_broker):
     assert len(set(ours)) == partitions
 
 
-def test_every_record_exactly_once_across_broker_kill9(broker_factory):
+def test_every_record_exactly_once_across_broker_kill9(broker_factory, long_run):
     # acks=all on one broker answers once the batch is written to the log file. kill -9
     # ends the process, not the machine: written pages are in the OS page cache and
     # survive (test_crash_recovery.py checks exactly that), so an acknowledged batch is
     # durable here without flushing per message; the recovered producer state (from the
     # log) then recognises the retries of batches whose answer was lost.
+    # Short form: one kill; --long: five, each mid-stream.
     b = broker_factory()
     topic = "strom-idempotent"
     create_topic(b.bootstrap, topic, 3)
-    total, kill_at, restart_at = 30_000, 10_000, 20_000
+    rounds = 5 if long_run else 1
+    total = 20_000 * rounds + 10_000
+    kills = {10_000 + 20_000 * r: 20_000 + 20_000 * r for r in range(rounds)}  # kill -> restart
+    restarts = set(kills.values())
     p = Producer(bootstrap_servers=b.bootstrap, linger_ms=2, batch_size=4096,
                  request_timeout_ms=5000, delivery_timeout_ms=60_000)
     try:
         assert p._core.idempotent
         futs = []
-        outage = 0.0
+        outages = []
         for i in range(total):
-            if i == kill_at:
-                # Some of the first records are acknowledged, others are in flight.
-                wait_futures(futs[:kill_at // 2], timeout=30)
+            if i in kills:
+                # Some of the records sent so far are acknowledged, others in flight.
+                wait_futures(futs[:i - 5_000], timeout=60)
                 b.kill9()
                 killed = time.monotonic()
-            if i == restart_at:
+            if i in restarts:
                 b.start()
-                outage = time.monotonic() - killed
+                outages.append(time.monotonic() - killed)
             futs.append(p.send(topic, b"%d" % i, key=b"k%d" % (i % 97)))
         p.flush(60)
         errors = [f.exception(0) for f in futs if f.exception(0) is not None]
@@ -143,8 +147,8 @@ def test_every_record_exactly_once_across_broker_kill9(broker_factory):
     seen = ck_consume_all(b.bootstrap, topic, 3, total)
     numbers = [int(r.value) for r in seen]
     dupes = len(numbers) - len(set(numbers))
-    print(f"outage {outage:.1f}s, {retried} batch retries; {len(seen)} records read back, "
-          f"{dupes} duplicates")
+    print(f"{rounds} kill -9 rounds, outages {', '.join(f'{o:.1f}s' for o in outages)}, "
+          f"{retried} batch retries; {len(seen)} records read back, {dupes} duplicates")
     assert dupes == 0
     assert set(numbers) == set(range(total))
     for part in range(3):
