@@ -109,6 +109,7 @@ class Cluster:
             self.wait_for_brokers(self.size, timeout)
             if wait_for_controller:
                 self.wait_for_controller(timeout)
+            self.wait_for_brokers_known(timeout)
         except BaseException:
             self.stop()
             raise
@@ -275,6 +276,26 @@ class Cluster:
             return ids if len(ids) >= want else None
 
         return self.wait_until(registered, timeout, message=f"{want} brokers in /brokers/ids")
+
+    def wait_for_brokers_known(self, timeout: float = 60.0) -> None:
+        """Wait until every broker's own view (its Metadata answer, fed by its ZooKeeper
+        watches) lists all brokers: registration in ZooKeeper comes first, and a broker
+        asked to create a topic right then could still count fewer live brokers."""
+        from tests.support.wire import WireClient
+
+        def known() -> bool | None:
+            self._check_alive()
+            for b in self.brokers:
+                try:
+                    with WireClient("127.0.0.1", b.port, timeout=5) as w:
+                        md = w.request("Metadata", 1, {"topics": []})
+                except OSError:
+                    return None
+                if len(md.brokers) < self.size:
+                    return None
+            return True
+
+        self.wait_until(known, timeout, message=f"every broker knowing {self.size} brokers")
 
     def wait_for_broker_gone(self, broker_id: int, timeout: float = 60.0) -> None:
         """Wait until broker_id's registration is gone (e.g. its session expired after kill9)."""
