@@ -2,8 +2,11 @@
 # Shared by the bin/ scripts (sourced, never run; the caller has already cd'ed to the repo root).
 #
 #   strom_setup          strom_setup_system + strom_setup_python
-#   strom_setup_system   as root: apt-get install what is missing (python3-venv, kcat, zookeeper)
-#   strom_setup_python   create .venv if needed; pip install -e '.[test]' when pyproject.toml changed
+#   strom_setup_system   as root: apt-get install what is missing (python3-venv, kcat, zookeeper,
+#                        a Java runtime for PySpark)
+#   strom_setup_python   create .venv if needed; pip install -e '.[test,spark]' when pyproject.toml
+#                        (or the extras installed) changed
+#   strom_spark_env      export what Spark's Python workers need (PYSPARK_PYTHON = the venv's)
 #   strom_launch KIND NAME DAEMON CMD...   record data/run/KIND-NAME.pid, run CMD in the foreground
 #                        (exec) or, with DAEMON=1, in the background with output in data/logs/
 #   strom_pid_of FILE    the pid in a pid file if that process is still a strom broker/zookeeper
@@ -14,6 +17,9 @@
 STROM_ROOT="$(pwd -P)"
 STROM_VENV=.venv
 STROM_STAMP="$STROM_VENV/.strom-install-stamp"
+# Extras installed into .venv: the test tools, and pyspark + pyarrow for tests/spark and the
+# ETL jobs (spark_jobs/). pip only warns about an extra pyproject.toml does not declare.
+STROM_EXTRAS="${STROM_EXTRAS:-test,spark}"
 
 say() { echo "[strom] $*" >&2; }
 
@@ -39,6 +45,7 @@ strom_setup_system() {
     fi
     command -v kcat >/dev/null 2>&1 || pkgs+=(kcat)
     [ -f /usr/share/java/zookeeper.jar ] || pkgs+=(zookeeper)
+    command -v java >/dev/null 2>&1 || pkgs+=(openjdk-17-jre-headless)  # PySpark's JVM
     [ ${#pkgs[@]} -eq 0 ] && return 0
     if [ "$(id -u)" -ne 0 ]; then
         say "missing system packages: ${pkgs[*]} (not root, so not installing them:" \
@@ -65,14 +72,14 @@ strom_setup_python() {
         "$py" -m venv --clear "$STROM_VENV"
         rm -f "$STROM_STAMP"
     fi
-    want="$(sha256sum pyproject.toml | cut -d' ' -f1) $("$STROM_VENV/bin/python" -V 2>&1)"
+    want="$(sha256sum pyproject.toml | cut -d' ' -f1) [$STROM_EXTRAS] $("$STROM_VENV/bin/python" -V 2>&1)"
     if [ -f "$STROM_STAMP" ] && [ "$(cat "$STROM_STAMP")" = "$want" ] &&
         "$STROM_VENV/bin/python" -c 'import importlib.metadata as m; m.version("strom")' 2>/dev/null; then
         say "$STROM_VENV is up to date (pyproject.toml unchanged)"
         return 0
     fi
-    say "pip install -e '.[test]' into $STROM_VENV (log: $STROM_VENV/pip-install.log)"
-    if ! "$STROM_VENV/bin/python" -m pip install --disable-pip-version-check -e '.[test]' \
+    say "pip install -e '.[$STROM_EXTRAS]' into $STROM_VENV (log: $STROM_VENV/pip-install.log)"
+    if ! "$STROM_VENV/bin/python" -m pip install --disable-pip-version-check -e ".[$STROM_EXTRAS]" \
         > "$STROM_VENV/pip-install.log" 2>&1; then
         tail -n 40 "$STROM_VENV/pip-install.log" >&2
         say "pip install failed (whole log: $STROM_VENV/pip-install.log)"
@@ -81,9 +88,19 @@ strom_setup_python() {
     echo "$want" > "$STROM_STAMP"
 }
 
+# Spark's Python workers must run the venv's interpreter (the system python has neither
+# pyarrow nor strom) and import spark_jobs and clients from the repository.
+# spark_jobs.session.strom_spark_session sets the same; this covers pyspark used directly.
+strom_spark_env() {
+    export PYSPARK_PYTHON="$STROM_ROOT/$STROM_VENV/bin/python"
+    export PYSPARK_DRIVER_PYTHON="$PYSPARK_PYTHON"
+    export PYTHONPATH="$STROM_ROOT${PYTHONPATH:+:$PYTHONPATH}"
+}
+
 strom_setup() {
     strom_setup_system
     strom_setup_python
+    strom_spark_env
 }
 
 # The command-line fragment that identifies a process of KIND.
