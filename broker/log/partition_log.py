@@ -215,7 +215,12 @@ class PartitionLog:
         `origin` is "client" (full checks) or "coordinator" (the broker's own writes, e.g.
         transaction markers: no sequence checks, control batches allowed). A duplicate of
         one of the producer's last 5 batches appends nothing and returns the original
-        offsets with `duplicate=True`."""
+        offsets with `duplicate=True`.
+
+        A writable memoryview (a produce request's bytes, which the network layer received
+        into a buffer of their own) is handed over: its batches are patched in place and it
+        must not be used for anything else afterwards. Anything else (bytes, bytearray,
+        read-only views) is copied once before patching."""
         view = _byte_view(records)
         now = _clock() if now_ms is None else now_ms
         cfg = self.config
@@ -244,7 +249,10 @@ class PartitionLog:
             return AppendInfo(d.first_offset, d.last_offset, d.timestamp if log_append else -1,
                               self.log_start_offset, d.last_offset - d.first_offset + 1,
                               d.timestamp, 0, duplicate=True)
-        buf = bytearray(view)       # the one copy: offsets and epochs are patched in place
+        # Offsets and epochs are patched in place: in the caller's buffer when it was handed
+        # over (see the docstring), otherwise in the one copy made here.
+        buf: bytearray | memoryview = (view if isinstance(records, memoryview) and not view.readonly
+                                       else bytearray(view))
         infos: list[BatchInfo] = []
         for (pos, h), (_, base, ts) in zip(batches, planned):
             patch_base_offset(buf, pos, base)

@@ -10,12 +10,19 @@ effects in order (an idempotent producer's five in-flight batches append in sequ
 File regions go out with `loop.sendfile(..., fallback=False)`: os.sendfile from the segment
 file to the socket, never read into Python.
 
+Frames come in through `_FrameProtocol`, an asyncio BufferedProtocol: the kernel copies
+socket bytes straight into our buffers (recv_into), small frames are cut out of a reused
+256 KiB buffer, and a large frame (a produce request, a follower's fetch answer is on the
+other side) gets a buffer of its own that the rest of it is received into, so its bytes are
+copied once from the kernel and never again before os.write puts them in the log.
+
 A frame whose size is negative or above `socket.request.max.bytes`, or that the dispatcher
 rejects (unknown API, undecodable header), closes that connection only.
 """
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import socket
 import struct
@@ -30,6 +37,154 @@ _SIZE = struct.Struct(">i")
 # Per connection: how many requests may wait for their turn to be answered before we stop
 # reading from that socket (backpressure keeps memory bounded per connection).
 MAX_QUEUED_REQUESTS = 64
+# Frames received but not yet dispatched before the socket stops being read.
+MAX_BUFFERED_FRAMES = 16
+_SCRATCH = 256 * 1024           # reused receive buffer for small frames
+_OWN_BUFFER_AT = 64 * 1024      # frames from this size on are received into their own buffer
+
+
+class _FrameProtocol(asyncio.BufferedProtocol):
+    """Splits the byte stream into frames (see the module docstring) and implements write
+    flow control for `drain()`. One per connection; runs on the event loop only."""
+
+    def __init__(self, server: "KafkaServer"):
+        self.server = server
+        self.transport: asyncio.Transport | None = None
+        self._buf = bytearray(_SCRATCH)
+        self._view = memoryview(self._buf)
+        self._start = 0                 # unparsed bytes are _buf[_start:_end]
+        self._end = 0
+        self._big: bytearray | None = None  # a large frame being received into its own buffer
+        self._big_got = 0
+        self.frames: collections.deque[memoryview] = collections.deque()
+        self.error: str | None = None   # a frame-size violation: close after the queued frames
+        self.eof = False
+        self._waiter: asyncio.Future | None = None
+        self._write_paused = False
+        self._drain_waiters: list[asyncio.Future] = []
+        self.closed: asyncio.Future = asyncio.get_running_loop().create_future()
+
+    # -- asyncio callbacks
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+        self.server._accept(self, transport)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._big is not None:
+            return memoryview(self._big)[self._big_got:]
+        if self._start and len(self._buf) - self._end < _OWN_BUFFER_AT:
+            n = self._end - self._start     # < _OWN_BUFFER_AT + 4: a short move
+            self._buf[:n] = self._view[self._start:self._end]
+            self._start, self._end = 0, n
+        return self._view[self._end:]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.server.bytes_in += nbytes
+        if self._big is not None:
+            self._big_got += nbytes
+            if self._big_got == len(self._big):
+                # Writable on purpose: nothing else holds this buffer, so the log may patch
+                # offsets into it instead of copying it (PartitionLog.append_as_leader).
+                self._push(memoryview(self._big))
+                self._big = None
+            return
+        self._end += nbytes
+        self._parse()
+
+    def eof_received(self) -> bool:
+        self.eof = True
+        self._wake()
+        return True     # half-closed: the answers to frames already read still go out
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.eof = True
+        self._wake()
+        for w in self._drain_waiters:
+            if not w.done():
+                w.set_exception(ConnectionResetError("connection lost"))
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        for w in self._drain_waiters:
+            if not w.done():
+                w.set_result(None)
+
+    # -- framing
+    def _parse(self) -> None:
+        buf, start, end = self._buf, self._start, self._end
+        max_size = self.server.max_request_size
+        while end - start >= 4 and self.error is None:
+            size = _SIZE.unpack_from(buf, start)[0]
+            if size < 0 or size > max_size:
+                self.error = (f"frame of {size} bytes exceeds socket.request.max.bytes="
+                              f"{max_size}")
+                if self.transport is not None:
+                    self.transport.pause_reading()
+                self._wake()
+                break
+            have = end - start - 4
+            if have >= size:
+                self._push(memoryview(bytes(self._view[start + 4:start + 4 + size])))
+                start += 4 + size
+            elif size >= _OWN_BUFFER_AT:
+                big = bytearray(size)
+                big[:have] = self._view[start + 4:end]
+                self._big, self._big_got = big, have
+                start = end = 0
+                break
+            else:
+                break
+        if start == end:
+            start = end = 0
+        self._start, self._end = start, end
+
+    def _push(self, frame: memoryview) -> None:
+        self.frames.append(frame)
+        if len(self.frames) >= MAX_BUFFERED_FRAMES and self.transport is not None:
+            self.transport.pause_reading()
+        self._wake()
+
+    def _wake(self) -> None:
+        w = self._waiter
+        if w is not None and not w.done():
+            w.set_result(None)
+
+    # -- used by the connection task
+    async def next_frame(self) -> memoryview | None:
+        """The next frame, or None at end of stream or after a bad frame size."""
+        while not self.frames:
+            if self.eof or self.error is not None:
+                return None
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        frame = self.frames.popleft()
+        if len(self.frames) < MAX_BUFFERED_FRAMES // 2 and self.error is None \
+                and self.transport is not None and not self.transport.is_reading() \
+                and not self.transport.is_closing():
+            self.transport.resume_reading()
+        return frame
+
+    async def drain(self) -> None:
+        if self.transport is None or self.transport.is_closing():
+            await asyncio.sleep(0)
+            if self.closed.done():
+                raise ConnectionResetError("connection lost")
+        if not self._write_paused:
+            return
+        w = asyncio.get_running_loop().create_future()
+        self._drain_waiters.append(w)
+        try:
+            await w
+        finally:
+            self._drain_waiters.remove(w)
 
 
 class CloseConnection(Exception):
@@ -89,8 +244,9 @@ class KafkaServer:
         return len(self._connections)
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, self.host, self.port,
-                                                  reuse_address=True, limit=1 << 20)
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(lambda: _FrameProtocol(self), self.host, self.port,
+                                                reuse_address=True)
         sock = self._server.sockets[0]
         self.port = sock.getsockname()[1]
 
@@ -108,47 +264,40 @@ class KafkaServer:
         if self._server is not None:
             await self._server.wait_closed()
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            await self._serve_connection(reader, writer)
-        except asyncio.CancelledError:
-            # Broker shutdown. Returning normally matters: asyncio's start_server callback
-            # calls task.exception(), which raises (and logs a traceback) for a cancelled task.
-            pass
-
-    async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
+    def _accept(self, proto: _FrameProtocol, transport: Any) -> None:
+        task = asyncio.get_running_loop().create_task(self._serve(proto, transport))
         self._connections.add(task)
+
+    async def _serve(self, proto: _FrameProtocol, transport: Any) -> None:
+        try:
+            await self._serve_connection(proto, transport)
+        except asyncio.CancelledError:
+            # Broker shutdown: the connection is closed below; nothing else to report.
+            pass
+        finally:
+            self._connections.discard(asyncio.current_task())  # type: ignore[arg-type]
+
+    async def _serve_connection(self, proto: _FrameProtocol, transport: Any) -> None:
         self.connections_created += 1
-        sock = writer.get_extra_info("socket")
+        sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if self.send_buffer > 0:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer)
             if self.receive_buffer > 0:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer)
-        conn = ConnectionInfo(writer.get_extra_info("peername"), self.listener_name)
+        conn = ConnectionInfo(transport.get_extra_info("peername"), self.listener_name)
         pending: asyncio.Queue[asyncio.Task | None] = asyncio.Queue(MAX_QUEUED_REQUESTS)
-        sender = asyncio.create_task(self._send_in_order(pending, writer, conn))
+        sender = asyncio.create_task(self._send_in_order(pending, proto, transport, conn))
         try:
             while not conn.closed:
-                try:
-                    head = await reader.readexactly(4)
-                except (asyncio.IncompleteReadError, ConnectionError):
+                frame = await proto.next_frame()
+                if frame is None:
+                    if proto.error is not None:
+                        log.warning("closing %s: %s", conn.peer, proto.error)
                     break
-                size = _SIZE.unpack(head)[0]
-                if size < 0 or size > self.max_request_size:
-                    log.warning("closing %s: frame of %d bytes exceeds socket.request.max.bytes=%d",
-                                conn.peer, size, self.max_request_size)
-                    break
-                try:
-                    frame = await reader.readexactly(size)
-                except (asyncio.IncompleteReadError, ConnectionError):
-                    break
-                self.bytes_in += 4 + size
                 self.requests_in += 1
-                request_task = asyncio.create_task(self.dispatch(memoryview(frame), conn))
+                request_task = asyncio.create_task(self.dispatch(frame, conn))
                 await pending.put(request_task)
                 if sender.done():
                     break
@@ -167,18 +316,16 @@ class KafkaServer:
                 t = pending.get_nowait()
                 if t is not None:
                     t.cancel()
-            writer.close()
+            transport.close()
             try:
-                await writer.wait_closed()
+                await asyncio.wait_for(asyncio.shield(proto.closed), 5)
             except Exception:
-                pass
-            self._connections.discard(task)
+                transport.abort()
             self.connections_closed += 1
 
-    async def _send_in_order(self, pending: asyncio.Queue, writer: asyncio.StreamWriter,
+    async def _send_in_order(self, pending: asyncio.Queue, proto: _FrameProtocol, transport: Any,
                              conn: ConnectionInfo) -> None:
         loop = asyncio.get_running_loop()
-        transport = writer.transport
         try:
             while True:
                 request_task = await pending.get()
@@ -200,10 +347,10 @@ class KafkaServer:
                     continue
                 self.bytes_out += 4 + response.size
                 self.responses_out += 1
-                writer.write(_SIZE.pack(response.size))
+                transport.write(_SIZE.pack(response.size))
                 for chunk in response.chunks:
                     if isinstance(chunk, DeferredBytes):
-                        await writer.drain()
+                        await proto.drain()
                         sent = await loop.sendfile(transport, chunk.file, chunk.position,
                                                    chunk.size, fallback=False)
                         if sent != chunk.size:
@@ -215,8 +362,8 @@ class KafkaServer:
                             transport.abort()
                             return
                     else:
-                        writer.write(chunk)
-                await writer.drain()
+                        transport.write(chunk)
+                await proto.drain()
         except (ConnectionError, asyncio.CancelledError):
             conn.closed = True
             transport.abort()

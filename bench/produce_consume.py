@@ -1,0 +1,210 @@
+"""Produce and consume throughput with confluent-kafka (librdkafka) against
+(a) one standalone strom broker (acks=1, as LinkedIn's no-replication test),
+(b) a 3-broker strom cluster on a real ZooKeeper, replication factor 3, acks=all,
+(c) librdkafka's in-memory mock cluster (the ceiling for a broker with no storage and no
+    Python; acks=1 for its 1 broker, acks=all for its 3),
+(d) the raw loopback TCP and sendfile ceilings of this machine,
+all in the same run, with strom / ceiling ratios.
+
+    .venv/bin/python bench/produce_consume.py                  # full matrix, ~10 min
+    .venv/bin/python bench/produce_consume.py --quick          # 1 repeat, fewer workloads
+    .venv/bin/python bench/produce_consume.py --systems strom-1,mock-1 --sizes 1024 --json out.json
+
+Each cell is the best of --repeats runs (spread = (max-min)/best in the JSON); a produce run
+lasts --seconds then flushes; the consume run reads that run's records back from the page
+cache. The producer and consumer run in this process on the same 2 cores as the brokers.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench._common import (MockCluster, StromBroker, StromCluster, best_and_spread,  # noqa: E402
+                           consume_run, loadavg, raw_fetch_run, log, loopback_ceiling, machine, print_table,
+                           produce_run, sendfile_ceiling, use_broker_repo, workdir,
+                           write_json)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--systems", default="strom-1,strom-3,mock-1,mock-3",
+                    help="comma list of strom-1, strom-3, mock-1, mock-3")
+    ap.add_argument("--sizes", default="100,1024")
+    ap.add_argument("--partitions", default="1,16")
+    ap.add_argument("--compression", default="none,lz4")
+    ap.add_argument("--cluster-workloads", default="1024:1:none,1024:16:none,100:16:none",
+                    help="size:partitions:compression list run on the 3-broker systems")
+    ap.add_argument("--seconds", type=float, default=4.0, help="produce duration per run")
+    ap.add_argument("--max-records", type=int, default=10_000_000)
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--quick", action="store_true",
+                    help="1 repeat, 2 s runs, 1 and 16 partitions without lz4")
+    ap.add_argument("--no-ceilings", action="store_true", help="skip the loopback/sendfile runs")
+    ap.add_argument("--broker-repo", metavar="DIR",
+                    help="run the strom brokers from this checkout (e.g. a git worktree of the "
+                         "commit before an optimisation) for before/after comparisons")
+    ap.add_argument("--json", help="write every run to this file")
+    a = ap.parse_args(argv)
+    if a.quick:
+        a.repeats = 1
+        a.seconds = 2.0
+        a.compression = "none"
+        a.cluster_workloads = "1024:16:none"
+    return a
+
+
+def workloads(a: argparse.Namespace, system: str) -> list[tuple[int, int, str]]:
+    if system.endswith("-3"):
+        out = []
+        for w in a.cluster_workloads.split(","):
+            s, p, c = w.split(":")
+            out.append((int(s), int(p), c))
+        return out
+    return [(int(s), int(p), c) for s in a.sizes.split(",") for p in a.partitions.split(",")
+            for c in a.compression.split(",")]
+
+
+def start(system: str, wd: Path):
+    if system == "strom-1":
+        return StromBroker(wd)
+    if system == "strom-3":
+        return StromCluster(wd, 3)
+    if system == "mock-1":
+        return MockCluster(1)
+    if system == "mock-3":
+        return MockCluster(3)
+    raise SystemExit(f"unknown system {system}")
+
+
+MOCK_CONSUME_PARTITIONS = 64
+
+
+def mock_consume(sut, topic: str, size: int, comp: str, a: argparse.Namespace) -> dict:
+    """The mock keeps only ~5 MB / 100,000 records per partition: its consume ceiling reads
+    everything it retained of a 64-partition topic filled for the purpose."""
+    ctopic = topic + "-consume"
+    sut.create_topic(ctopic, MOCK_CONSUME_PARTITIONS, 1)
+    per_part = min(100_000, 5_000_000 // size)
+    produce_run(sut.bootstrap, ctopic, MOCK_CONSUME_PARTITIONS, size, comp, "1", 60.0,
+                per_part * MOCK_CONSUME_PARTITIONS, [])
+    r = consume_run(sut.bootstrap, ctopic, MOCK_CONSUME_PARTITIONS, None, size, sut.pids())
+    r["partitions"] = MOCK_CONSUME_PARTITIONS
+    raw = None
+    if sut.name == "mock-1":
+        raw = raw_fetch_run(sut.bootstrap, ctopic, MOCK_CONSUME_PARTITIONS, None, size, sut.pids())
+        raw["partitions"] = MOCK_CONSUME_PARTITIONS
+    return r, raw
+
+
+def run_system(system: str, a: argparse.Namespace, wd: Path) -> list[dict]:
+    rf = 3 if system.endswith("-3") else 1
+    acks = "all" if rf == 3 else "1"
+    log(f"starting {system}")
+    sut = start(system, wd)
+    results = []
+    try:
+        for size, parts, comp in workloads(a, system):
+            prod, cons, fetches = [], [], []
+            for r in range(a.repeats):
+                topic = f"bench-{size}-{parts}-{comp}-{r}"
+                sut.create_topic(topic, parts, rf)
+                load = loadavg()
+                pr = produce_run(sut.bootstrap, topic, parts, size, comp, acks, a.seconds,
+                                 a.max_records, sut.pids())
+                if system.startswith("mock"):
+                    cr, fr = mock_consume(sut, topic, size, comp, a)
+                else:
+                    cr = consume_run(sut.bootstrap, topic, parts, pr["records"], size, sut.pids())
+                    fr = None
+                    if rf == 1:
+                        fr = raw_fetch_run(sut.bootstrap, topic, parts, pr["records"] + parts,
+                                           size, sut.pids())
+                pr["loadavg"] = cr["loadavg"] = load
+                log(f"{system} {size}B p={parts} {comp} run {r}: produce {pr['records_per_s']:,.0f} rec/s "
+                    f"{pr['mb_per_s']:.1f} MB/s; consume {cr['records_per_s']:,.0f} rec/s "
+                    f"{cr['mb_per_s']:.1f} MB/s; raw fetch "
+                    f"{fr['records_per_s'] if fr else 0:,.0f} rec/s (load {load:.2f})")
+                prod.append(pr)
+                cons.append(cr)
+                if fr:
+                    fetches.append(fr)
+            results.append({"system": system, "record_size": size, "partitions": parts,
+                            "compression": comp, "acks": acks, "replication_factor": rf,
+                            "produce": best_and_spread([p["records_per_s"] for p in prod]),
+                            "consume": best_and_spread([c["records_per_s"] for c in cons]),
+                            "fetch": best_and_spread([f["records_per_s"] for f in fetches]),
+                            "produce_runs": prod, "consume_runs": cons, "fetch_runs": fetches})
+    finally:
+        sut.close()
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parse_args(sys.argv[1:] if argv is None else argv)
+    info = machine()
+    log(f"machine: {info}")
+    use_broker_repo(a.broker_repo, info)
+    results: list[dict] = []
+    ceilings: dict[str, dict] = {}
+    with workdir() as wd:
+        if not a.no_ceilings:
+            ceilings["loopback_mb_s"] = best_and_spread([loopback_ceiling() for _ in range(max(2, a.repeats))])
+            ceilings["sendfile_mb_s"] = best_and_spread([sendfile_ceiling(wd) for _ in range(max(2, a.repeats))])
+            log(f"ceilings: loopback {ceilings['loopback_mb_s']['best']:.0f} MB/s, "
+                f"sendfile {ceilings['sendfile_mb_s']['best']:.0f} MB/s")
+        for system in a.systems.split(","):
+            results.extend(run_system(system.strip(), a, wd))
+
+    # The table: strom rows with the matching mock row as the ceiling.
+    by_key = {(r["system"], r["record_size"], r["partitions"], r["compression"]): r for r in results}
+    rows = []
+    for r in results:
+        if not r["system"].startswith("strom"):
+            continue
+        mock = by_key.get(("mock-" + r["system"].split("-")[1], r["record_size"], r["partitions"],
+                           r["compression"]))
+        size = r["record_size"]
+        p, c, f = r["produce"]["best"], r["consume"]["best"], r["fetch"]["best"]
+        row = [r["system"], r["acks"], size, r["partitions"], r["compression"],
+               p, p * size / 1e6, f"{r['produce']['spread']:.0%}",
+               c, c * size / 1e6, f, f * size / 1e6 if f else None,
+               f"{r['fetch']['spread']:.0%}" if f else None]
+        if mock:
+            mp, mc, mf = mock["produce"]["best"], mock["consume"]["best"], mock["fetch"]["best"]
+            row += [mp, f"{p / mp:.0%}", mc, f"{c / mc:.0%}", mf,
+                    f"{f / mf:.0%}" if f and mf else None]
+        else:
+            row += [None] * 6
+        rows.append(row)
+    print()
+    print(f"repeats={a.repeats} seconds={a.seconds} cpus={info['cpus']} ({info['cpu']}), "
+          f"librdkafka {info['librdkafka']}; best of runs, spread=(max-min)/best")
+    if ceilings:
+        print(f"ceilings: loopback TCP {ceilings['loopback_mb_s']['best']:,.0f} MB/s "
+              f"(spread {ceilings['loopback_mb_s']['spread']:.0%}), sendfile->socket "
+              f"{ceilings['sendfile_mb_s']['best']:,.0f} MB/s (spread {ceilings['sendfile_mb_s']['spread']:.0%})")
+    print_table(["system", "acks", "size", "parts", "codec", "prod rec/s", "prod MB/s", "spr",
+                 "cons rec/s", "cons MB/s", "fetch rec/s", "fetch MB/s", "spr", "mock prod",
+                 "s/m", "mock cons", "s/m", "mock fetch", "s/m"], rows)
+    mocks = [[r["system"], r["record_size"], r["partitions"], r["compression"],
+              r["produce"]["best"], r["produce"]["best"] * r["record_size"] / 1e6,
+              r["consume"]["best"], r["consume"]["best"] * r["record_size"] / 1e6,
+              r["fetch"]["best"],
+              r["fetch"]["best"] * r["record_size"] / 1e6 if r["fetch"]["best"] else None]
+             for r in results if r["system"].startswith("mock")]
+    if mocks:
+        print()
+        print_table(["ceiling", "size", "parts", "codec", "prod rec/s", "prod MB/s",
+                     "cons rec/s", "cons MB/s", "fetch rec/s", "fetch MB/s"], mocks)
+    write_json(a.json, {"benchmark": "produce_consume", "args": vars(a), "machine": info,
+                        "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "ceilings": ceilings,
+                        "results": results})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

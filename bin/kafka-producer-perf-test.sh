@@ -1,0 +1,3 @@
+#!/usr/bin/env bash
+# kafka-producer-perf-test: strom's version of Kafka's tool of that name (python -m clients.cli.producer_perf).
+exec "$(dirname "${BASH_SOURCE[0]}")/_run-module.sh" clients.cli.producer_perf "$@"
