@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from clients.protocol.errors import BY_NAME, KafkaError
 
-__all__ = ["KafkaClientError", "KafkaConnectionError", "KafkaTimeoutError",
+__all__ = ["KafkaClientError", "KafkaConnectionError", "KafkaTimeoutError", "RecordDeserializationError",
            "UnsupportedVersionError"]
 
 
@@ -41,3 +41,16 @@ class KafkaTimeoutError(KafkaClientError, TimeoutError):
 
 
 UnsupportedVersionError: type[KafkaError] = BY_NAME["UNSUPPORTED_VERSION"]
+
+
+class RecordDeserializationError(KafkaClientError):
+    """A deserializer failed on the record at `offset` of `partition` (Kafka's
+    RecordDeserializationException). The consumer's position stays on that record, so
+    each poll() raises again until the application seeks past it; the original error is
+    the `__cause__`."""
+
+    def __init__(self, partition: object, offset: int, cause: BaseException):
+        super().__init__(f"error deserializing the record at offset {offset} of {partition}: "
+                         f"{cause!r}; seek past it to continue")
+        self.partition = partition
+        self.offset = offset

@@ -35,7 +35,7 @@ from clients.serde import as_deserializer
 from clients.types import ConsumerRecord, TopicPartition
 
 from .client import KafkaClient
-from .errors import KafkaConnectionError, KafkaTimeoutError
+from .errors import KafkaConnectionError, KafkaTimeoutError, RecordDeserializationError
 
 __all__ = ["Fetcher", "PartitionState", "EARLIEST", "LATEST"]
 
@@ -205,12 +205,28 @@ class Fetcher:
                     st.buffer.clear()        # a seek overtook this fetch
                     break
                 take = c.records[c.index:c.index + max_records - len(out)]
-                if take:
-                    out.extend(self._convert(tp, r) for r in take)
-                    c.index += len(take)
-                    st.position = take[-1].offset + 1
-                    st.epoch = take[-1].leader_epoch
+                converted: list[ConsumerRecord] = []
+                failure: RecordDeserializationError | None = None
+                for r in take:
+                    try:
+                        converted.append(self._convert(tp, r))
+                    except Exception as e:
+                        failure = RecordDeserializationError(tp, r.offset, e)
+                        failure.__cause__ = e
+                        break
+                if converted:
+                    out.extend(converted)
+                    c.index += len(converted)
+                    st.position = converted[-1].offset + 1
+                    st.epoch = take[len(converted) - 1].leader_epoch
                     c.start = st.position
+                if failure is not None:
+                    # Kafka's rule: what came before the bad record is handed out, the
+                    # position stays on it and every poll() raises until a seek moves on.
+                    if out:
+                        st.error = failure
+                        return out
+                    raise failure
                 if c.index >= len(c.records):
                     st.position = max(st.position, c.next_offset)
                     st.buffer.popleft()
