@@ -41,6 +41,7 @@ MAX_QUEUED_REQUESTS = 64
 MAX_BUFFERED_FRAMES = 16
 _SCRATCH = 256 * 1024           # reused receive buffer for small frames
 _OWN_BUFFER_AT = 64 * 1024      # frames from this size on are received into their own buffer
+_BIG_START = 1 << 20            # ... which starts this large and doubles as bytes arrive
 
 
 class _FrameProtocol(asyncio.BufferedProtocol):
@@ -56,6 +57,7 @@ class _FrameProtocol(asyncio.BufferedProtocol):
         self._end = 0
         self._big: bytearray | None = None  # a large frame being received into its own buffer
         self._big_got = 0
+        self._big_size = 0              # the size its header claims
         self.frames: collections.deque[memoryview] = collections.deque()
         self.error: str | None = None   # a frame-size violation: close after the queued frames
         self.eof = False
@@ -71,6 +73,10 @@ class _FrameProtocol(asyncio.BufferedProtocol):
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._big is not None:
+            if self._big_got == len(self._big):       # full but the frame is not: grow
+                grown = bytearray(min(self._big_size, 2 * len(self._big)))
+                grown[:self._big_got] = self._big
+                self._big = grown
             return memoryview(self._big)[self._big_got:]
         if self._start and len(self._buf) - self._end < _OWN_BUFFER_AT:
             n = self._end - self._start     # < _OWN_BUFFER_AT + 4: a short move
@@ -82,7 +88,7 @@ class _FrameProtocol(asyncio.BufferedProtocol):
         self.server.bytes_in += nbytes
         if self._big is not None:
             self._big_got += nbytes
-            if self._big_got == len(self._big):
+            if self._big_got == self._big_size:
                 # Writable on purpose: nothing else holds this buffer, so the log may patch
                 # offsets into it instead of copying it (PartitionLog.append_as_leader).
                 self._push(memoryview(self._big))
@@ -132,9 +138,12 @@ class _FrameProtocol(asyncio.BufferedProtocol):
                 self._push(memoryview(bytes(self._view[start + 4:start + 4 + size])))
                 start += 4 + size
             elif size >= _OWN_BUFFER_AT:
-                big = bytearray(size)
+                # Sized for what has come, not for what the header claims: a client that
+                # only claims 100 MiB must not cost 100 MiB. get_buffer doubles it as bytes
+                # arrive (one extra copy, for frames above _BIG_START only).
+                big = bytearray(min(size, max(_BIG_START, 2 * have)))
                 big[:have] = self._view[start + 4:end]
-                self._big, self._big_got = big, have
+                self._big, self._big_got, self._big_size = big, have, size
                 start = end = 0
                 break
             else:
