@@ -155,12 +155,15 @@ class BrokerTopicStats:
         t[BYTES_IN] += nbytes
         tot[BYTES_IN] += nbytes
 
-    def produce_failed(self, topic: str) -> None:
-        t = self._topic(topic)
-        t[TOTAL_PRODUCE] += 1
+    def produce_failed(self, topic: str, known: bool = True) -> None:
+        """A failed partition of a produce request; a topic the broker does not have
+        (`known` False) counts in the totals only, so clients cannot mint series."""
         self.total[TOTAL_PRODUCE] += 1
-        t[FAILED_PRODUCE] += 1
         self.total[FAILED_PRODUCE] += 1
+        if known:
+            t = self._topic(topic)
+            t[TOTAL_PRODUCE] += 1
+            t[FAILED_PRODUCE] += 1
 
     def fetched(self, topic: str, nbytes: int, from_follower: bool, failed: bool = False) -> None:
         t = self._topic(topic)

@@ -66,6 +66,11 @@ def test_messages_in_and_bytes_in_are_exact_and_fetch_moves_bytes_out(mbroker):
         r = c.request("Produce", 9, {"acks": 1, "timeout_ms": 5000, "topic_data": [
             {"name": "exact", "partition_data": [{"index": 7, "records": batches[0]}]}]})
         assert r.responses[0].partition_responses[0].error_code != 0
+        # A topic the broker does not have counts in the totals but gets no series of its
+        # own: clients must not be able to mint series (memory) with made-up names.
+        r = c.request("Produce", 9, {"acks": 1, "timeout_ms": 5000, "topic_data": [
+            {"name": "made-up", "partition_data": [{"index": 0, "records": batches[0]}]}]})
+        assert r.responses[0].partition_responses[0].error_code != 0
     sent_bytes = sum(len(b) for b in batches)
 
     doc = scrape_json(mbroker.metrics_port)
@@ -78,11 +83,14 @@ def test_messages_in_and_bytes_in_are_exact_and_fetch_moves_bytes_out(mbroker):
     assert sample_value(doc, "kafka_server_brokertopicmetrics_messagesin") == sent_records  # all topics
     assert sample_value(doc, "kafka_server_brokertopicmetrics_failedproducerequests", t) == 1
     assert sample_value(doc, "kafka_server_brokertopicmetrics_totalproducerequests", t) == 5
+    assert sample_value(doc, "kafka_server_brokertopicmetrics_failedproducerequests") == 2
+    assert sample_value(doc, "kafka_server_brokertopicmetrics_failedproducerequests",
+                        {"topic": "made-up"}) is None
     assert sample_value(doc, "kafka_server_brokertopicmetrics_bytesout", t) == 0
     assert sample_value(doc, "kafka_network_requestmetrics_requests",
-                        {"request": "Produce", "version": "9"}) == 5
+                        {"request": "Produce", "version": "9"}) == 6
     assert sample_value(doc, "kafka_network_requestmetrics_errors",
-                        {"request": "Produce", "error": "UNKNOWN_TOPIC_OR_PARTITION"}) == 1
+                        {"request": "Produce", "error": "UNKNOWN_TOPIC_OR_PARTITION"}) == 2
     assert sample_value(doc, "kafka_log_log_logendoffset", {"topic": "exact", "partition": "0"}) == sent_records
     assert sample_value(doc, "kafka_log_log_size", {"topic": "exact", "partition": "0"}) == sent_bytes
 

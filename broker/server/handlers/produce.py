@@ -52,7 +52,8 @@ async def produce(broker, request, ctx) -> dict | None:
                 entry["error_code"] = e.code
                 entry["error_message"] = e.message
             if entry["error_code"]:
-                stats.produce_failed(topic.name)
+                stats.produce_failed(topic.name,
+                                     broker.metadata.partition(topic.name, 0) is not None)
             parts.append(entry)
         results.append({"name": topic.name, "partition_responses": parts})
     if acks == 0:
