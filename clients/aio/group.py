@@ -363,10 +363,18 @@ class GroupMember:
             by_topic.setdefault(tp.topic, []).append({
                 "partition_index": tp.partition, "committed_offset": om.offset,
                 "committed_leader_epoch": om.leader_epoch, "committed_metadata": om.metadata})
+        # The membership the offsets belong to. A retry must not land in a later generation:
+        # the partitions may have moved to another member, whose newer commits this one
+        # would overwrite with older offsets.
+        generation, member_id = self.generation, self.member_id
         while True:
+            if as_member and (self.generation, self.member_id) != (generation, member_id):
+                raise for_code(Code.REBALANCE_IN_PROGRESS)(
+                    f"OffsetCommit of group {self.group_id!r} abandoned: the group rebalanced "
+                    f"(generation {generation} -> {self.generation}) while it was retried")
             body = {"group_id": self.group_id,
-                    "generation_id_or_member_epoch": self.generation if as_member else -1,
-                    "member_id": self.member_id if as_member else "",
+                    "generation_id_or_member_epoch": generation if as_member else -1,
+                    "member_id": member_id if as_member else "",
                     "group_instance_id": self.instance_id if as_member else None,
                     "retention_time_ms": -1,
                     "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
