@@ -29,6 +29,7 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import threading
+import time
 from typing import Any, Callable, Mapping
 
 from clients._loop import LoopThread
@@ -78,7 +79,9 @@ class Producer:
                 f"send to {topic}: {_HANDOFF_LIMIT} records waited for the I/O thread longer "
                 f"than max.block.ms={self.config['max.block.ms']} (buffer.memory full?)")
         fut: concurrent.futures.Future[RecordMetadata] = concurrent.futures.Future()
-        self._hand_off((fut, topic, value, key, partition, timestamp_ms, headers, on_delivery))
+        # max.block.ms counts from here, not from when the I/O thread gets to the record.
+        self._hand_off((fut, topic, value, key, partition, timestamp_ms, headers, on_delivery,
+                        time.monotonic()))
         return fut
 
     def _hand_off(self, item: tuple) -> None:
@@ -107,7 +110,7 @@ class Producer:
                 continue
             self._handoff_slots.release()
             try:
-                await self._core._send(*item)
+                await self._core._send(*item[:8], blocked_since=item[8])
             except Exception as e:  # the record's own failure: report it, carry on
                 if not fut.done():
                     fut.set_exception(e)
@@ -118,20 +121,29 @@ class Producer:
                     except Exception:
                         pass
 
-    def _handed_off(self) -> None:
-        """Block until every record queued before this call has reached the core."""
+    def _check_thread(self) -> None:
         if self._loop.in_loop_thread:
             raise RuntimeError("a blocking Producer call was made from its own I/O thread "
                                "(inside an on_delivery callback?)")
+
+    def _handed_off(self, timeout: float | None) -> float | None:
+        """Block until every record queued before this call has reached the core (at most
+        `timeout` seconds, then KafkaTimeoutError); returns the time left."""
         marker: concurrent.futures.Future[None] = concurrent.futures.Future()
+        started = time.monotonic()
         self._hand_off((marker,))
-        marker.result()
+        done, _ = concurrent.futures.wait([marker], timeout)
+        if not done:
+            raise KafkaTimeoutError(f"records sent before the call were still waiting for "
+                                    f"metadata or buffer space after {timeout}s")
+        return None if timeout is None else max(0.0, timeout - (time.monotonic() - started))
 
     def flush(self, timeout: float | None = None) -> None:
         """Send everything buffered and wait until each record sent before the call is
         delivered or failed (KafkaTimeoutError after `timeout` seconds)."""
-        self._handed_off()
-        self._wait(self._core.flush(timeout))
+        self._check_thread()
+        remaining = self._handed_off(timeout)
+        self._wait(self._core.flush(remaining))
 
     def partitions_for(self, topic: str) -> list[int]:
         """The topic's partition ids (waits up to max.block.ms for its metadata)."""
@@ -142,9 +154,13 @@ class Producer:
         ProducerClosedError, disconnect and stop the I/O thread. Idempotent."""
         if self._closed:
             return
+        self._check_thread()
         self._closed = True
+        try:
+            timeout = self._handed_off(timeout)
+        except KafkaTimeoutError:
+            timeout = 0.0   # out of time: the core fails what is left (ProducerClosedError)
         # The loop's own join timeout must outlast the core's close.
-        self._handed_off()
         self._loop.close(self._core.close(timeout),
                          timeout=1e9 if timeout is None else timeout + 30.0)
 

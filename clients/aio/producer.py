@@ -277,14 +277,17 @@ class AsyncProducer:
         return await fut
 
     async def _send(self, fut: Any, topic: str, value: Any, key: Any, partition: int | None,
-                    timestamp_ms: int | None, headers: Headers, on_delivery: Any) -> None:
-        """Append one record whose outcome goes to `fut` (an asyncio or concurrent future)."""
+                    timestamp_ms: int | None, headers: Headers, on_delivery: Any,
+                    blocked_since: float | None = None) -> None:
+        """Append one record whose outcome goes to `fut` (an asyncio or concurrent future).
+        max.block.ms counts from `blocked_since` (time.monotonic(), the loop's clock) when
+        the record waited before reaching here (the sync Producer's hand-off)."""
         if self._closed:
             raise ProducerClosedError("send() on a closed producer")
         if not self._started:
             await self.start()
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._max_block
+        deadline = (loop.time() if blocked_since is None else blocked_since) + self._max_block
         cluster = self._client.cluster
         num = len(cluster.partitions_for(topic))
         if num == 0 or (partition is not None and partition >= num):

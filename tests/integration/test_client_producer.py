@@ -228,6 +228,22 @@ def test_unknown_topic_times_out_clearly(broker_factory):
     assert len(reported) == 1 and isinstance(reported[0], KafkaTimeoutError)
 
 
+def test_flush_timeout_and_max_block_hold_for_queued_records(broker_factory):
+    # Three records to a topic that never appears, each allowed max.block.ms=1.5s: they
+    # all fail about 1.5s after send() (the clock starts at send, not when the I/O thread
+    # gets to each record in turn), and flush(0.5) gives up after 0.5s instead of waiting.
+    b = broker_factory({"auto.create.topics.enable": "false"})
+    with Producer(bootstrap_servers=b.bootstrap, max_block_ms=1500) as p:
+        t0 = time.monotonic()
+        futs = [p.send("never", b"v%d" % i) for i in range(3)]
+        with pytest.raises(KafkaTimeoutError):
+            p.flush(0.5)
+        assert time.monotonic() - t0 < 1.2
+        wait_futures(futs, 10)
+        assert all(isinstance(f.exception(), KafkaTimeoutError) for f in futs)
+        assert time.monotonic() - t0 < 3.0, "each record waited its own max.block.ms in turn"
+
+
 def test_a_new_topic_is_auto_created_as_for_kafkas_producers(shared_broker):
     # Producers ask Metadata to auto-create (the broker's auto.create.topics.enable,
     # true by default, decides), as Kafka's Java client and librdkafka do.
