@@ -488,6 +488,13 @@ class AsyncProducer:
                         self._handle(by_tp.pop(key), p)
             for b in by_tp.values():    # the broker did not answer for it: treat as lost
                 self._retry_or_fail(b, KafkaConnectionError(f"no answer for {b.tp}"))
+        except Exception as e:
+            # A bug or an answer we cannot read: fail the batches still open instead of
+            # leaving them in flight forever (flush() and close() would never return).
+            log.exception("produce request to broker %s failed unexpectedly", node)
+            for b in batches:
+                if not b.done:
+                    self._finish(b, error=e)
         finally:
             self._node_in_flight[node] -= 1
             self._wake.set()

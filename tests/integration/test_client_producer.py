@@ -228,6 +228,31 @@ def test_unknown_topic_times_out_clearly(broker_factory):
     assert len(reported) == 1 and isinstance(reported[0], KafkaTimeoutError)
 
 
+def test_an_unexpected_error_in_answer_handling_fails_the_batch_instead_of_hanging(
+        shared_broker, monkeypatch):
+    from clients.aio.producer import AsyncProducer
+    topic = "strom-unexpected"
+    create_topic(shared_broker.bootstrap, topic, 1)
+    real = AsyncProducer._handle
+    calls = []
+
+    def broken_once(self, b, p):
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("injected")
+        return real(self, b, p)
+
+    monkeypatch.setattr(AsyncProducer, "_handle", broken_once)
+    p = Producer(bootstrap_servers=shared_broker.bootstrap, linger_ms=0)
+    try:
+        first = p.send(topic, b"first")
+        p.flush(10)                                  # returns: nothing is left in flight
+        assert isinstance(first.exception(0), RuntimeError)
+        assert p.send(topic, b"second").result(10).offset >= 0   # and the producer goes on
+    finally:
+        p.close(5)
+
+
 def test_flush_timeout_and_max_block_hold_for_queued_records(broker_factory):
     # Three records to a topic that never appears, each allowed max.block.ms=1.5s: they
     # all fail about 1.5s after send() (the clock starts at send, not when the I/O thread
