@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 import struct
 import textwrap
-from dataclasses import asdict, dataclass
 
 import pytest
 
@@ -111,25 +111,19 @@ def test_serde_pairs_two_functions_and_normalisers():
 
 # ------------------------------------------------------------------ the LogMessage example
 
-@dataclass
-class LogMessage:
-    level: str
-    message: str
-
-
-class LogMessageSerde(Serde):
-    def __init__(self) -> None:
-        self.json = JsonSerde()
-
-    def serialize(self, topic: str, msg: LogMessage | None) -> bytes | None:
-        return None if msg is None else self.json.serialize(topic, asdict(msg))
-
-    def deserialize(self, topic: str, data: bytes | None) -> LogMessage | None:
-        return None if data is None else LogMessage(**self.json.deserialize(topic, data))
+def docstring_example() -> tuple[str, dict]:
+    """The LogMessage example of clients.serde's docstring: its code, and what it defines."""
+    doc = serde_module.__doc__
+    code = textwrap.dedent(doc[doc.index("    from dataclasses import"):
+                               doc.index("Serdes keep no per-call state")])
+    namespace: dict = {"__name__": "serde_docstring_example"}
+    exec(compile(code, "<clients.serde docstring>", "exec", dont_inherit=True), namespace)
+    return code, namespace
 
 
 def test_log_message_serde():
-    serde = LogMessageSerde()
+    _, ns = docstring_example()
+    LogMessage, serde = ns["LogMessage"], ns["LogMessageSerde"]()
     msg = LogMessage("WARN", "disk 91% full")
     data = serde.serialize("logs", msg)
     assert data == b'{"level":"WARN","message":"disk 91% full"}'
@@ -138,14 +132,17 @@ def test_log_message_serde():
     assert as_serializer(serde) is serde and as_deserializer(serde.deserializer) is serde
 
 
+def test_docs_quote_the_tested_example():
+    """docs/CLIENTS.md shows the same LogMessage and LogMessageSerde as the docstring."""
+    code, _ = docstring_example()
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "CLIENTS.md").read_text()
+    definition = code[code.index("@dataclass"):code.index("serde = LogMessageSerde()")].strip()
+    assert definition.replace("'''", '"""') in docs
+
+
 def test_docstring_example_runs_as_written():
     """The module docstring's example (the docs quote it) executes and its asserts hold."""
-    doc = serde_module.__doc__
-    start = doc.index("    from dataclasses import")
-    end = doc.index("Serdes keep no per-call state")
-    code = textwrap.dedent(doc[start:end])
-    namespace: dict = {"__name__": "serde_docstring_example"}
-    exec(compile(code, "<clients.serde docstring>", "exec", dont_inherit=True), namespace)
+    code, namespace = docstring_example()
     data = namespace["data"]
     assert data == b'{"level":"WARN","message":"disk 91% full"}'
     # The comment in the example shows the real bytes.
