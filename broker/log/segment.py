@@ -32,6 +32,7 @@ from typing import Callable, Iterator, Sequence
 
 from clients.protocol.batch_header import (ATTRIBUTES_OFFSET, HEADER_SIZE, LOG_OVERHEAD,
                                            BatchHeader, read_header)
+from clients.protocol.types import DeferredBytes
 import crc32c
 
 from .errors import CorruptMessageError
@@ -59,8 +60,8 @@ def now_ms() -> int:
 
 
 @dataclass(slots=True, eq=False)
-class FileRegion:
-    """A byte range of a segment file, sent by the network layer (satisfies DeferredBytes).
+class FileRegion(DeferredBytes):
+    """A byte range of a segment file, sent by the network layer.
 
     Send it with explicit offsets (os.sendfile / loop.sendfile(file, position, size)); the
     file object is shared by every reader of the segment, so its seek position means

@@ -15,7 +15,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from clients.protocol.errors import NotEnoughReplicasError, NotLeaderOrFollowerError
+from clients.protocol.errors import Code, NotEnoughReplicasError, NotLeaderOrFollowerError
 
 READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
@@ -149,7 +149,6 @@ class Partition:
 
     def replicated_to(self, offset: int) -> int | None:
         """For acks=all: None while waiting, else the error code (0 = fully replicated)."""
-        from clients.protocol.errors import Code
         if not self.is_leader:
             return Code.NOT_LEADER_OR_FOLLOWER
         if self.log.high_watermark >= offset:

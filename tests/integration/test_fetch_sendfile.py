@@ -133,3 +133,93 @@ def test_fetch_never_reads_segment_data_into_python(inproc_broker, monkeypatch):
     # Every record byte went out through os.sendfile.
     assert sent["bytes"] >= N * len(VALUE), sent
     print(f"fetched {got} records; os.sendfile sent {sent['bytes']} bytes in {sent['calls']} calls")
+
+
+# ---- the network layer's region sender: os.sendfile first, loop.sendfile for the rest ----
+
+def _send_through_server(tmp_path, prefix: bytes, file_bytes: bytes, position: int, size: int,
+                         suffix: bytes, monkeypatch) -> tuple[bytes, int, dict]:
+    """Serve one connection that writes prefix, the file region, suffix, then closes; the
+    client reads only after a pause, so the socket buffer fills. Returns what the client
+    received, what _send_region returned, and how often each path ran."""
+    from broker.server import network
+    from broker.log.segment import FileRegion
+
+    path = tmp_path / "region.bin"
+    path.write_bytes(file_bytes)
+    calls = {"os.sendfile": 0, "loop.sendfile": 0}
+    real_os_sendfile = os.sendfile
+
+    def counting_os_sendfile(*a):
+        calls["os.sendfile"] += 1
+        return real_os_sendfile(*a)
+    monkeypatch.setattr(network.os, "sendfile", counting_os_sendfile)
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        real_loop_sendfile = loop.sendfile
+
+        async def counting_loop_sendfile(*a, **k):
+            calls["loop.sendfile"] += 1
+            return await real_loop_sendfile(*a, **k)
+        loop.sendfile = counting_loop_sendfile
+        result = {}
+        f = open(path, "rb")
+
+        class Proto(network._FrameProtocol):
+            def connection_made(self, transport):
+                self.transport = transport
+                result["task"] = loop.create_task(serve(self, transport))
+
+        async def serve(proto, transport):
+            sock = transport.get_extra_info("socket")
+            import socket as _s
+            sock.setsockopt(_s.SOL_SOCKET, _s.SO_SNDBUF, 64 * 1024)
+            transport.write(prefix)
+            region = FileRegion(f, f.fileno(), position, size)
+            result["sent"] = await network._send_region(loop, proto, transport, region)
+            transport.write(suffix)
+            await proto.drain()
+            transport.close()
+
+        server = await loop.create_server(lambda: Proto(None), "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        await asyncio.sleep(0.2)        # let the server fill its socket buffer first
+        got = await reader.read()
+        await result["task"]
+        writer.close()
+        server.close()
+        f.close()
+        return got, result["sent"]
+
+    got, sent = asyncio.run(main())
+    return got, sent, calls
+
+
+@pytest.mark.parametrize("prefix_size", [10, 4 << 20], ids=["empty-buffer", "buffered-prefix"])
+def test_region_sender_keeps_order_and_bytes_when_the_socket_fills(tmp_path, monkeypatch, prefix_size):
+    data = os.urandom(8 << 20)
+    prefix, suffix = b"P" * prefix_size, b"S" * 100
+    got, sent, calls = _send_through_server(tmp_path, prefix, data, 12345, 6 << 20, suffix,
+                                            monkeypatch)
+    assert sent == 6 << 20
+    assert got == prefix + data[12345:12345 + (6 << 20)] + suffix
+    # 6 MiB cannot fit a 64 KiB send buffer: the rest waited in loop.sendfile.
+    assert calls["loop.sendfile"] == 1
+    if prefix_size == 10:
+        assert calls["os.sendfile"] >= 1      # the direct path went first
+    print(f"prefix {prefix_size} B: {calls}")
+
+
+def test_region_sender_sends_small_regions_with_one_direct_sendfile(tmp_path, monkeypatch):
+    data = os.urandom(64 * 1024)
+    got, sent, calls = _send_through_server(tmp_path, b"head", data, 100, 3000, b"tail", monkeypatch)
+    assert (sent, got) == (3000, b"head" + data[100:3100] + b"tail")
+    assert calls == {"os.sendfile": 1, "loop.sendfile": 0}
+
+
+def test_region_sender_reports_a_short_file(tmp_path, monkeypatch):
+    data = os.urandom(10_000)
+    got, sent, calls = _send_through_server(tmp_path, b"", data, 9_000, 5_000, b"", monkeypatch)
+    assert sent == 1_000 and got == data[9_000:]
