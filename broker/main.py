@@ -27,6 +27,7 @@ from .replication.replica_manager import ReplicaManager
 from .server import handlers  # noqa: F401  (registers every handler)
 from .server.dispatch import Dispatcher
 from .server.network import KafkaServer
+from .server.fetch_sessions import FetchSessionCache
 from .server.purgatory import FetchPurgatory
 from .topic_admin import TopicAdmin
 from .txn.producer_ids import ProducerIdManager
@@ -55,6 +56,9 @@ class Broker:
             cleaner_enabled=config.get("log.cleaner.enable"),
             cleaner_dedupe_buffer_size=config.get("log.cleaner.dedupe.buffer.size"))
         self.purgatory = FetchPurgatory()
+        self.fetch_sessions = FetchSessionCache(
+            config.get("max.incremental.fetch.session.cache.slots"),
+            config.get("min.incremental.fetch.session.eviction.ms"))
         self.replicas = ReplicaManager(self.broker_id, self.log_manager, self.purgatory)
         self.fetchers = ReplicaFetcherManager(self)
         self.replicas.on_become_follower = self.fetchers.add_partition

@@ -75,6 +75,7 @@ class BrokerCollector(Collector):
         yield from self.topic_metrics()
         yield from self.request_metrics()
         yield from self.replica_manager()
+        yield from self.fetch_sessions()
         yield from self.controller()
         yield from self.logs()
         yield from self.groups()
@@ -157,6 +158,19 @@ class BrokerCollector(Collector):
         yield c
         c = CounterMetricFamily(pre + "isrexpands", "ISR expands decided by this leader (IsrExpandsPerSec).")
         c.add_metric([], rm.isr_expands)
+        yield c
+
+    # ------------------------------------------------------------------ FetchSessionCache
+    def fetch_sessions(self) -> Iterator[Metric]:
+        cache = self.broker.fetch_sessions
+        pre = "kafka_server_fetchsessioncache_"
+        yield gauge(pre + "numincrementalfetchsessions", "Incremental fetch sessions (KIP-227) held.",
+                    len(cache))
+        yield gauge(pre + "numincrementalfetchpartitionscached",
+                    "Partitions held by incremental fetch sessions.", cache.partitions_cached())
+        c = CounterMetricFamily(pre + "incrementalfetchsessionevictions",
+                                "Sessions evicted to make room (IncrementalFetchSessionEvictionsPerSec).")
+        c.add_metric([], cache.evictions)
         yield c
 
     # ------------------------------------------------------------------ controller

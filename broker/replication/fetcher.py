@@ -17,6 +17,8 @@ from clients.aio.errors import KafkaConnectionError
 from clients.aio.pool import ConnectionPool
 from clients.protocol.errors import Code, KafkaError
 
+from ..server.fetch_sessions import INITIAL_EPOCH, NO_SESSION, next_epoch
+
 from .partition import Partition
 
 log = logging.getLogger(__name__)
@@ -41,6 +43,12 @@ class LeaderFetcher:
         self.manager = manager
         self.leader_id = leader_id
         self.partitions: dict[tuple[str, int], FetchState] = {}
+        # The incremental fetch session with this leader (KIP-227): its id (0: none yet),
+        # the epoch the next request carries, and per partition in it the (fetch offset,
+        # leader epoch) the leader last heard from us.
+        self.session_id = NO_SESSION
+        self.session_epoch = INITIAL_EPOCH
+        self._in_session: dict[tuple[str, int], tuple[int, int]] = {}
         self._changed = asyncio.Event()
         self.task = asyncio.ensure_future(self._run())
 
@@ -79,9 +87,11 @@ class LeaderFetcher:
                 raise
             except (KafkaConnectionError, OSError, asyncio.TimeoutError) as e:
                 log.info("fetcher for leader %d: %s; retrying", self.leader_id, e)
+                self._restart_session()
                 await asyncio.sleep(RETRY_BACKOFF_S)
             except Exception:
                 log.exception("fetcher for leader %d failed; retrying", self.leader_id)
+                self._restart_session()
                 await asyncio.sleep(1.0)
 
     async def _truncate(self, conn: Any, states: list[FetchState]) -> None:
@@ -112,19 +122,58 @@ class LeaderFetcher:
                     plog.truncate_to(target)
                 s.needs_truncation = False
 
+    def _restart_session(self) -> None:
+        """Open a new session with the next fetch (the old one, if any, is closed by it)."""
+        self.session_epoch = INITIAL_EPOCH
+        self._in_session.clear()
+
+    def _session_request(self, states: list[FetchState]) -> tuple[list[FetchState], list[tuple[str, int]]]:
+        """The partitions this fetch must name and the ones to forget. A full fetch (no
+        session yet) names them all; an incremental one only those whose fetch offset or
+        leader epoch the leader has not heard, and forgets those we stopped fetching."""
+        if self.session_epoch == INITIAL_EPOCH:
+            self._in_session.clear()
+            return states, []
+        named = [s for s in states
+                 if self._in_session.get((s.partition.topic, s.partition.index))
+                 != (s.partition.log.log_end_offset, s.leader_epoch)]
+        fetching = {(s.partition.topic, s.partition.index) for s in states}
+        forgotten = [k for k in self._in_session if k not in fetching]
+        return named, forgotten
+
     async def _fetch(self, conn: Any, states: list[FetchState]) -> None:
         cfg = self.manager.config
+        named, forgotten = self._session_request(states)
+        epoch = self.session_epoch
         body = {
             "replica_id": self.manager.broker_id, "max_wait_ms": cfg["wait_ms"], "min_bytes": 1,
-            "max_bytes": cfg["response_max_bytes"], "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-            "topics": _group_by_topic(states, lambda s: {
+            "max_bytes": cfg["response_max_bytes"], "isolation_level": 0,
+            "session_id": self.session_id, "session_epoch": epoch,
+            "topics": _group_by_topic(named, lambda s: {
                 "partition": s.partition.index, "current_leader_epoch": s.leader_epoch,
                 "fetch_offset": s.partition.log.log_end_offset, "log_start_offset": -1,
                 "partition_max_bytes": cfg["max_bytes"]}),
-            "forgotten_topics_data": [], "rack_id": "",
+            "forgotten_topics_data": _group_forgotten(forgotten), "rack_id": "",
         }
+        sent = {(s.partition.topic, s.partition.index): (s.partition.log.log_end_offset, s.leader_epoch)
+                for s in named}
         resp = await conn.request("Fetch", body, version=FETCH_VERSION,
                                   timeout=cfg["wait_ms"] / 1000.0 + 30)
+        if resp.error_code in (Code.FETCH_SESSION_ID_NOT_FOUND, Code.INVALID_FETCH_SESSION_EPOCH):
+            log.info("fetcher for leader %d: session %d lost (%s); starting a new one",
+                     self.leader_id, self.session_id, Code(resp.error_code).name)
+            self.session_id = NO_SESSION
+            self._restart_session()
+            return
+        if resp.session_id == NO_SESSION:
+            self.session_id = NO_SESSION            # the leader keeps no session for us
+            self._restart_session()
+        else:
+            self.session_id = resp.session_id
+            self.session_epoch = next_epoch(epoch)
+            for k in forgotten:
+                self._in_session.pop(k, None)
+            self._in_session.update(sent)
         for t in resp.responses:
             for r in t.partitions:
                 s = self.partitions.get((t.topic, r.partition_index))
@@ -160,6 +209,13 @@ class LeaderFetcher:
             await self.task
         except (asyncio.CancelledError, Exception):
             pass
+
+
+def _group_forgotten(keys: list[tuple[str, int]]) -> list[dict]:
+    topics: dict[str, list[int]] = {}
+    for topic, index in keys:
+        topics.setdefault(topic, []).append(index)
+    return [{"topic": t, "partitions": ps} for t, ps in topics.items()]
 
 
 def _group_by_topic(states: list[FetchState], entry) -> list[dict]:

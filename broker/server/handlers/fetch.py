@@ -2,7 +2,9 @@
 
 Record bytes never enter Python: the log returns (file, position, size) regions that the
 network layer sends with sendfile. A fetch below `min_bytes` parks in the purgatory until
-an append to one of its partitions or `max_wait_ms`.
+an append to one of its partitions or `max_wait_ms`. Fetch v7+ may use an incremental
+fetch session (KIP-227, see fetch_sessions): then the partitions read are the session's,
+and an incremental answer carries only those with something new.
 
 Metrics: once the response is final, each partition adds the size of its file regions to
 the topic's bytes-out (replication-bytes-out for a follower) or counts a failed fetch.
@@ -10,11 +12,13 @@ the topic's bytes-out (replication-bytes-out for a follower) or counts a failed 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from clients.protocol.errors import Code, KafkaError
 
 from ...replication.replica_manager import READ_COMMITTED
 from ..dispatch import handles
+from ..fetch_sessions import open_context
 
 
 def check_leader_epoch(partition, requested: int) -> int:
@@ -26,30 +30,49 @@ def check_leader_epoch(partition, requested: int) -> int:
     return Code.FENCED_LEADER_EPOCH
 
 
+def replica_id_of(request, version: int) -> int:
+    """A follower (replica id >= 0) reads up to the log end and reports its position;
+    consumers (-1) read up to the high watermark or the last stable offset."""
+    return request.replica_state.replica_id if version >= 15 else request.replica_id
+
+
+def _request_topics(replicas, request, version: int) -> list[tuple[Any, Any, list]]:
+    if version >= 13:
+        return [(replicas.topic_name_for_id(t.topic_id), t.topic_id, t.partitions)
+                for t in request.topics]
+    return [(t.topic, None, t.partitions) for t in request.topics]
+
+
+def _forgotten(replicas, request, version: int) -> list[tuple[Any, list[int]]]:
+    if version >= 13:
+        return [(replicas.topic_name_for_id(t.topic_id) or t.topic_id, t.partitions)
+                for t in request.forgotten_topics_data]
+    return [(t.topic, t.partitions) for t in request.forgotten_topics_data]
+
+
 class _FetchPlan:
     """The resolved partitions of one fetch request, read again after each wake-up."""
 
-    def __init__(self, broker, request, version: int):
+    def __init__(self, broker, request, version: int, topics: list[tuple[Any, Any, list]]):
+        """`topics`: (name or None, topic id, partitions) from the request or a session;
+        a partition has `partition`, `fetch_offset`, `partition_max_bytes` and
+        `current_leader_epoch` either way."""
         self.broker = broker
         self.version = version
-        # A follower (replica id >= 0) reads up to the log end and reports its position;
-        # consumers (-1) read up to the high watermark or the last stable offset.
-        self.replica_id = request.replica_state.replica_id if version >= 15 else request.replica_id
+        self.replica_id = replica_id_of(request, version)
         self.isolation = request.isolation_level if version >= 4 else 0
         self.max_bytes = request.max_bytes if version >= 3 else 2 ** 31 - 1
         self.topics = []   # (response key dict, [(request partition, Partition or error code)])
         replicas = broker.replicas
-        for t in request.topics:
+        for name, topic_id, partitions in topics:
             if version >= 13:
-                name = replicas.topic_name_for_id(t.topic_id)
-                key = {"topic_id": t.topic_id, "topic": name or ""}
+                key = {"topic_id": topic_id, "topic": name or ""}
                 missing = Code.UNKNOWN_TOPIC_ID
             else:
-                name = t.topic
-                key = {"topic": t.topic}
+                key = {"topic": name}
                 missing = Code.UNKNOWN_TOPIC_OR_PARTITION
             parts = []
-            for rp in t.partitions:
+            for rp in partitions:
                 p = replicas.maybe_get(name, rp.partition) if name else None
                 if p is None:
                     parts.append((rp, missing))
@@ -115,11 +138,19 @@ class _FetchPlan:
 @handles("Fetch", (0, 16))
 async def fetch(broker, request, ctx) -> dict:
     v = ctx.version
-    if v >= 7 and request.session_id != 0:
-        # We never hand out fetch sessions (session_id 0 in every answer), so a client that
-        # names one is confused: tell it, and it falls back to full fetches.
-        return {"error_code": Code.FETCH_SESSION_ID_NOT_FOUND, "session_id": 0, "responses": []}
-    plan = _FetchPlan(broker, request, v)
+    replicas = broker.replicas
+    topics = _request_topics(replicas, request, v)
+    session_ctx = None
+    if v >= 7:
+        session_ctx = open_context(broker.fetch_sessions, request.session_id, request.session_epoch,
+                                   replica_id_of(request, v) >= 0, topics,
+                                   _forgotten(replicas, request, v))
+        if session_ctx.error:
+            return {"throttle_time_ms": 0, "error_code": session_ctx.error, "session_id": 0,
+                    "responses": []}
+        if session_ctx.session is not None:
+            topics = session_ctx.session.topics()
+    plan = _FetchPlan(broker, request, v, topics)
     plan.record_follower_positions()
     deadline = time.monotonic() + max(0, request.max_wait_ms) / 1000.0
     while True:
@@ -131,7 +162,37 @@ async def fetch(broker, request, ctx) -> dict:
         if ctx.conn.closed:
             break
     _record_stats(broker.topic_stats, plan, responses)
-    return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
+    session_id = 0
+    if session_ctx is not None and session_ctx.session is not None:
+        session_id = session_ctx.session.id
+        responses = _session_answer(plan, responses, session_ctx.session, session_ctx.incremental)
+    return {"throttle_time_ms": 0, "error_code": 0, "session_id": session_id,
+            "responses": responses}
+
+
+def _session_answer(plan: _FetchPlan, responses: list[dict], session, incremental: bool) -> list[dict]:
+    """Remember what a session's fetcher is told; an incremental answer keeps only the
+    partitions with something new, and those that brought records move to the end of the
+    session so the others are read first next time (no starvation under max_bytes)."""
+    out = []
+    moved = []
+    for (_, parts), r in zip(plan.topics, responses):
+        if not incremental:
+            for (cp, _), entry in zip(parts, r["partitions"]):
+                cp.sent(entry)
+            out.append(r)
+            continue
+        kept = []
+        for (cp, _), entry in zip(parts, r["partitions"]):
+            if cp.must_respond(entry):
+                kept.append(entry)
+                if entry["records"]:
+                    moved.append(cp)
+        if kept:
+            out.append({**r, "partitions": kept})
+    for cp in moved:
+        session.move_to_end(cp)
+    return out
 
 
 def _record_stats(stats, plan: _FetchPlan, responses: list[dict]) -> None:
