@@ -51,7 +51,8 @@ def machine() -> dict[str, Any]:
     return {"cpus": os.cpu_count(), "cpu": cpu, "mem_mb": mem, "kernel": platform.release(),
             "python": platform.python_version(),
             "librdkafka": confluent_kafka.libversion()[0],
-            "loadavg_at_start": os.getloadavg()}
+            "loadavg_at_start": os.getloadavg(),
+            "page_reporting": page_reporting()}
 
 
 def loadavg() -> float:
@@ -463,6 +464,40 @@ def sendfile_ceiling(wd: Path, total: int = 1 << 30) -> float:
     os.close(fd)
     path.unlink()
     return out["got"] / (out["t_end"] - t0) / MB
+
+
+def page_cache_append_ceiling(wd: Path, total: int = 2 << 30) -> dict[str, float]:
+    """os.write of 1 MiB blocks appended to a new file on the log disk: what storing new
+    bytes in the page cache costs this machine (MB/s of one thread and CPU ms per MB).
+
+    Every produced byte costs a broker this much, whatever it is written in. On this VM it
+    varies a lot: free guest memory is handed back to the host (virtio-balloon free page
+    reporting), so a page cache page that is new to the guest costs a host-side fault."""
+    path = wd / "append.bin"
+    block = memoryview(os.urandom(1 << 20))
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND)
+    try:
+        t0, c0 = time.perf_counter(), time.process_time()
+        for _ in range(total >> 20):
+            os.write(fd, block)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    finally:
+        os.close(fd)
+        path.unlink()
+    return {"mb_per_s": total / wall / MB, "cpu_ms_per_mb": cpu * 1000 / (total / MB)}
+
+
+def page_reporting() -> dict[str, str]:
+    """The guest's free page reporting settings (why new memory is slow on this VM)."""
+    d = Path("/sys/module/page_reporting/parameters")
+    out: dict[str, str] = {}
+    if d.is_dir():
+        for f in sorted(d.iterdir()):
+            try:
+                out[f.name] = f.read_text().strip()
+            except OSError:
+                pass
+    return out
 
 
 def repeat(fn: Callable[[], Any], n: int) -> list[Any]:

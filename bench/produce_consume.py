@@ -3,7 +3,7 @@
 (b) a 3-broker strom cluster on a real ZooKeeper, replication factor 3, acks=all,
 (c) librdkafka's in-memory mock cluster (the ceiling for a broker with no storage and no
     Python; acks=1 for its 1 broker, acks=all for its 3),
-(d) the raw loopback TCP and sendfile ceilings of this machine,
+(d) the raw loopback TCP, sendfile and page-cache append ceilings of this machine,
 all in the same run, with strom / ceiling ratios.
 
     .venv/bin/python bench/produce_consume.py                  # full matrix, ~10 min
@@ -17,6 +17,7 @@ cache. The producer and consumer run in this process on the same 2 cores as the 
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -25,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._common import (MockCluster, StromBroker, StromCluster, best_and_spread,  # noqa: E402
                            consume_run, loadavg, raw_fetch_run, log, loopback_ceiling, machine, print_table,
-                           produce_run, sendfile_ceiling, use_broker_repo, workdir,
+                           page_cache_append_ceiling, produce_run, sendfile_ceiling, use_broker_repo, workdir,
                            write_json)
 
 
@@ -143,6 +144,14 @@ def run_system(system: str, a: argparse.Namespace, wd: Path) -> list[dict]:
     return results
 
 
+def _cpu_ms_per_mb(r: dict) -> float | None:
+    """Broker CPU (all brokers of the system) per MB produced, median over the runs: compare
+    it with the page-cache append ceiling's CPU per MB, the part no broker can avoid."""
+    vals = [x["server_cpu_s"] * 1000 / (x["records"] * r["record_size"] / 1e6)
+            for x in r.get("produce_runs", []) if x.get("records")]
+    return statistics.median(vals) if vals else None
+
+
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(sys.argv[1:] if argv is None else argv)
     info = machine()
@@ -154,8 +163,13 @@ def main(argv: list[str] | None = None) -> int:
         if not a.no_ceilings:
             ceilings["loopback_mb_s"] = best_and_spread([loopback_ceiling() for _ in range(max(2, a.repeats))])
             ceilings["sendfile_mb_s"] = best_and_spread([sendfile_ceiling(wd) for _ in range(max(2, a.repeats))])
+            appends = [page_cache_append_ceiling(wd) for _ in range(max(2, a.repeats))]
+            ceilings["append_mb_s"] = best_and_spread([x["mb_per_s"] for x in appends])
+            ceilings["append_cpu_ms_per_mb"] = best_and_spread([x["cpu_ms_per_mb"] for x in appends],
+                                                               higher_is_better=False)
             log(f"ceilings: loopback {ceilings['loopback_mb_s']['best']:.0f} MB/s, "
-                f"sendfile {ceilings['sendfile_mb_s']['best']:.0f} MB/s")
+                f"sendfile {ceilings['sendfile_mb_s']['best']:.0f} MB/s, page-cache append "
+                f"{ceilings['append_mb_s']['best']:.0f} MB/s")
         for system in a.systems.split(","):
             results.extend(run_system(system.strip(), a, wd))
 
@@ -170,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         size = r["record_size"]
         p, c, f = r["produce"]["best"], r["consume"]["best"], r["fetch"]["best"]
         row = [r["system"], r["acks"], size, r["partitions"], r["compression"],
-               p, p * size / 1e6, f"{r['produce']['spread']:.0%}",
+               p, p * size / 1e6, f"{r['produce']['spread']:.0%}", _cpu_ms_per_mb(r),
                c, c * size / 1e6, f, f * size / 1e6 if f else None,
                f"{r['fetch']['spread']:.0%}" if f else None]
         if mock:
@@ -186,8 +200,11 @@ def main(argv: list[str] | None = None) -> int:
     if ceilings:
         print(f"ceilings: loopback TCP {ceilings['loopback_mb_s']['best']:,.0f} MB/s "
               f"(spread {ceilings['loopback_mb_s']['spread']:.0%}), sendfile->socket "
-              f"{ceilings['sendfile_mb_s']['best']:,.0f} MB/s (spread {ceilings['sendfile_mb_s']['spread']:.0%})")
-    print_table(["system", "acks", "size", "parts", "codec", "prod rec/s", "prod MB/s", "spr",
+              f"{ceilings['sendfile_mb_s']['best']:,.0f} MB/s (spread {ceilings['sendfile_mb_s']['spread']:.0%}), "
+              f"page-cache append {ceilings['append_mb_s']['best']:,.0f} MB/s "
+              f"(runs {', '.join(f'{v:,.0f}' for v in ceilings['append_mb_s']['runs'])}; CPU "
+              f"{', '.join(f'{v:.2f}' for v in ceilings['append_cpu_ms_per_mb']['runs'])} ms per MB)")
+    print_table(["system", "acks", "size", "parts", "codec", "prod rec/s", "prod MB/s", "spr", "cpu ms/MB",
                  "cons rec/s", "cons MB/s", "fetch rec/s", "fetch MB/s", "spr", "mock prod",
                  "s/m", "mock cons", "s/m", "mock fetch", "s/m"], rows)
     mocks = [[r["system"], r["record_size"], r["partitions"], r["compression"],
