@@ -381,6 +381,13 @@ class KafkaServer:
         except (ConnectionError, asyncio.CancelledError):
             conn.closed = True
             transport.abort()
+        finally:
+            # Nothing takes from `pending` after this: the reader may be waiting for room
+            # in it, so empty it (the connection is done) and let that put finish.
+            while not pending.empty():
+                t = pending.get_nowait()
+                if t is not None:
+                    t.cancel()
 
 
 async def _send_region(loop: asyncio.AbstractEventLoop, proto: _FrameProtocol, transport: Any,

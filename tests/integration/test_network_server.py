@@ -1,0 +1,53 @@
+"""The listener in-process with a scripted dispatcher, over real loopback sockets: what
+happens to a connection's pipeline when one request closes the connection."""
+from __future__ import annotations
+
+import asyncio
+import struct
+
+import pytest
+
+from broker.server.network import MAX_QUEUED_REQUESTS, CloseConnection, KafkaServer, Response
+
+pytestmark = pytest.mark.integration
+
+
+def test_a_closing_request_behind_a_full_pipeline_releases_the_connection():
+    """The first request closes the connection while the client has pipelined more
+    requests than the per-connection queue holds: the reader was waiting for room in that
+    queue and nothing would ever take from it again, so the connection's task (and every
+    queued request with its frame) lived until the broker stopped."""
+
+    async def scenario() -> tuple[int, int]:
+        calls = 0
+
+        async def dispatch(frame, conn):
+            nonlocal calls
+            calls += 1
+            if calls == 1:
+                await asyncio.sleep(0.3)        # the rest of the pipeline arrives meanwhile
+                raise CloseConnection("scripted: this request closes the connection")
+            return Response([b"ok"])
+
+        server = KafkaServer("127.0.0.1", 0, dispatch)
+        await server.start()
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        frames = (MAX_QUEUED_REQUESTS + 40)
+        writer.write((struct.pack(">i", 4) + b"ping") * frames)
+        await writer.drain()
+        try:
+            await asyncio.wait_for(reader.read(), 5)
+        except (ConnectionError, asyncio.TimeoutError):
+            pass
+        writer.close()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 5
+        while server.connection_count and loop.time() < deadline:
+            await asyncio.sleep(0.05)
+        left = server.connection_count
+        await server.stop()
+        return left, calls
+
+    left, calls = asyncio.run(scenario())
+    assert calls > MAX_QUEUED_REQUESTS      # the pipeline really was full
+    assert left == 0, "the connection's task is still waiting for room in its queue"
