@@ -19,6 +19,9 @@ The request's (session_id, session_epoch), as Kafka's FetchMetadata reads them:
 An incremental answer includes a partition when it has records, an error, or a high
 watermark / last stable offset / log start offset different from what was last sent (a
 partition new to the session has sent nothing yet, so it is always included once).
+Partitions that brought records move to the back of the session. From Fetch v13 a session
+keys partitions by topic id and looks their names up on every request. A request answered
+after another one on the same session moved its epoch on gets INVALID_FETCH_SESSION_EPOCH.
 
 Sessions are in memory only, per broker, at most `max.incremental.fetch.session.cache.slots`
 of them; when full, the least recently used one is evicted if it has been idle for
@@ -55,9 +58,9 @@ class CachedPartition:
                  "current_leader_epoch", "log_start_offset", "sent_hw", "sent_lso",
                  "sent_log_start")
 
-    def __init__(self, topic: str, topic_id: Any, rp: Any):
-        self.topic = topic
-        self.topic_id = topic_id
+    def __init__(self, topic: Any, topic_id: Any, rp: Any):
+        self.topic = topic              # None while a topic id is unknown to this broker
+        self.topic_id = topic_id        # None below Fetch v13 (topics by name)
         self.partition = rp.partition
         self.sent_hw = self.sent_lso = self.sent_log_start = None   # nothing sent yet
         self.update(rp)
@@ -103,33 +106,40 @@ class FetchSession:
     def apply(self, topics: list[tuple[Any, Any, list[Any]]],
               forgotten: list[tuple[Any, list[int]]]) -> None:
         """Add or update the request's partitions (topic name, topic id, partitions), then
-        drop the forgotten ones (by name, or by id when the broker does not know it)."""
+        drop the forgotten ones (topic id from Fetch v13 on, else name)."""
         for name, topic_id, parts in topics:
+            topic_key = name if topic_id is None else topic_id
             for rp in parts:
-                key = (name if name else topic_id, rp.partition)   # an unknown id: by id
+                key = (topic_key, rp.partition)
                 cached = self.partitions.get(key)
                 if cached is None:
                     self.partitions[key] = CachedPartition(name, topic_id, rp)
                 else:
                     cached.update(rp)
-        for name, indexes in forgotten:
+        for topic_key, indexes in forgotten:
             for i in indexes:
-                self.partitions.pop((name, i), None)
+                self.partitions.pop((topic_key, i), None)
 
     def move_to_end(self, cp: CachedPartition) -> None:
-        key = (cp.topic if cp.topic else cp.topic_id, cp.partition)
+        key = (cp.topic if cp.topic_id is None else cp.topic_id, cp.partition)
         if self.partitions.get(key) is cp:
             self.partitions[key] = self.partitions.pop(key)
 
-    def topics(self) -> list[tuple[str, Any, list[CachedPartition]]]:
-        """The session's partitions grouped by topic, for the fetch plan."""
-        grouped: dict[tuple[Any, Any], tuple[Any, Any, list[CachedPartition]]] = {}
+    def topics(self, name_of: Callable[[Any], Any] | None = None
+               ) -> list[tuple[Any, Any, list[CachedPartition]]]:
+        """The session's partitions in session order, neighbours of one topic grouped (a
+        topic may come back later in the list: grouping them all would undo the rotation
+        across topics). `name_of` (topic id -> name or None) looks names up again for a
+        session keyed by topic id, so a topic this broker learns later is found."""
+        out: list[tuple[Any, Any, list[CachedPartition]]] = []
         for cp in self.partitions.values():
-            g = grouped.get((cp.topic, cp.topic_id))
-            if g is None:
-                g = grouped[(cp.topic, cp.topic_id)] = (cp.topic, cp.topic_id, [])
-            g[2].append(cp)
-        return list(grouped.values())
+            if name_of is not None and cp.topic_id is not None:
+                cp.topic = name_of(cp.topic_id)
+            if out and out[-1][0] == cp.topic and out[-1][1] == cp.topic_id:
+                out[-1][2].append(cp)
+            else:
+                out.append((cp.topic, cp.topic_id, [cp]))
+        return out
 
 
 class FetchSessionCache:
@@ -164,15 +174,22 @@ class FetchSessionCache:
             self._sessions.move_to_end(session.id)
 
     def create(self, is_follower: bool) -> FetchSession | None:
-        """A new session, or None when the cache is full of sessions still in use."""
+        """A new session, or None when the cache is full of sessions still in use. When
+        full, the least recently used session idle past the eviction time goes; failing
+        that, a follower's new session takes the least recently used consumer's (Kafka
+        privileges followers: their sessions carry replication)."""
         now = self.clock()
         if self.max_sessions <= 0:
             return None
         if len(self._sessions) >= self.max_sessions:
-            oldest_id, oldest = next(iter(self._sessions.items()))
-            if now - oldest.last_used < self.eviction_s:
+            victim = next(iter(self._sessions.values()))
+            if now - victim.last_used < self.eviction_s:
+                victim = None
+                if is_follower:
+                    victim = next((s for s in self._sessions.values() if not s.is_follower), None)
+            if victim is None:
                 return None
-            del self._sessions[oldest_id]
+            del self._sessions[victim.id]
             self.evictions += 1
         session_id = 0
         while session_id == NO_SESSION or session_id in self._sessions:
@@ -186,13 +203,20 @@ class SessionContext:
     `session` (to read from and answer with, or None) and `incremental` (answer only what
     changed)."""
 
-    __slots__ = ("error", "session", "incremental")
+    __slots__ = ("error", "session", "incremental", "expected_epoch")
 
     def __init__(self, error: int = 0, session: FetchSession | None = None,
                  incremental: bool = False):
         self.error = error
         self.session = session
         self.incremental = incremental
+        # The session's epoch once this request was taken; if another request moved it on
+        # while this one long-polled, this answer is refused (Kafka checks the same).
+        self.expected_epoch = session.epoch if session is not None else None
+
+    def still_current(self, cache: "FetchSessionCache") -> bool:
+        s = self.session
+        return s is None or (cache.get(s.id) is s and s.epoch == self.expected_epoch)
 
     @property
     def response_session_id(self) -> int:

@@ -202,3 +202,61 @@ def test_followers_replicate_through_incremental_sessions(tmp_path):
               f"replicas identical, log bytes per partition {sizes}")
     finally:
         cluster.stop()
+
+
+def test_a_request_answered_after_another_moved_its_session_on_is_refused(session_broker):
+    """Two fetches on one session from two connections: the first long-polls, the second
+    (next epoch) arrives meanwhile. When records wake both, the first gets
+    INVALID_FETCH_SESSION_EPOCH and the second its answer, as Kafka does."""
+    import threading
+    with WireClient("127.0.0.1", session_broker.port) as c1, \
+            WireClient("127.0.0.1", session_broker.port) as c2:
+        sid = fetch(c1, 0, 0, {0: 0, 1: 0}).session_id
+        out = {}
+        t1 = threading.Thread(target=lambda: out.update(first=fetch(c1, sid, 1, {}, max_wait_ms=3000)))
+        t1.start()
+        time.sleep(0.3)
+        t2 = threading.Thread(target=lambda: out.update(second=fetch(c2, sid, 2, {}, max_wait_ms=3000)))
+        t2.start()
+        time.sleep(0.3)
+        with WireClient("127.0.0.1", session_broker.port) as c3:
+            produce(c3, 1, 2)
+        t1.join(10)
+        t2.join(10)
+        assert out["first"].error_code == Code.INVALID_FETCH_SESSION_EPOCH
+        assert out["second"].error_code == 0 and set(answered(out["second"])) == {1}
+
+
+def test_sessions_on_fetch_v13_key_partitions_by_topic_id(session_broker):
+    with WireClient("127.0.0.1", session_broker.port) as c:
+        md = c.request("Metadata", 12, {"topics": [{"name": TOPIC, "topic_id": None}],
+                                        "allow_auto_topic_creation": False,
+                                        "include_topic_authorized_operations": False})
+        tid = md.topics[0].topic_id
+
+        def fetch13(sid, epoch, parts, forgotten=()):
+            return c.request("Fetch", 13, {
+                "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 10_000_000,
+                "isolation_level": 0, "session_id": sid, "session_epoch": epoch,
+                "topics": [{"topic_id": tid, "partitions": [
+                    {"partition": p, "current_leader_epoch": -1, "fetch_offset": off,
+                     "last_fetched_epoch": -1, "log_start_offset": -1,
+                     "partition_max_bytes": 1_000_000} for p, off in parts.items()]}] if parts else [],
+                "forgotten_topics_data": [{"topic_id": tid, "partitions": list(forgotten)}]
+                if forgotten else [],
+                "rack_id": ""})
+
+        def got(r):
+            return {(t.topic_id, p.partition_index): p.high_watermark
+                    for t in r.responses for p in t.partitions}
+
+        produce(c, 0, 3)
+        r = fetch13(0, 0, {0: 0, 1: 0})
+        sid = r.session_id
+        assert sid and got(r) == {(tid, 0): 3, (tid, 1): 0}
+        r = fetch13(sid, 1, {0: 3}, forgotten=[1])       # partition 1 forgotten by id
+        assert r.error_code == 0 and got(r) == {}
+        produce(c, 1, 1)
+        produce(c, 0, 1)
+        r = fetch13(sid, 2, {})
+        assert got(r) == {(tid, 0): 4}

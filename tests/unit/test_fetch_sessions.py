@@ -118,3 +118,53 @@ def test_zero_slots_means_no_sessions():
     cache = FetchSessionCache(max_sessions=0)
     ctx = open_context(cache, 0, 0, False, [("t", None, [part(0)])], [])
     assert ctx.error == 0 and ctx.session is None
+
+
+def test_sessions_by_topic_id_find_a_topic_learned_later_and_forget_by_id():
+    """Fetch v13+: a partition of a topic id the broker does not know yet is kept by id and
+    its name is looked up on every request; forgotten_topics_data names it by id."""
+    import uuid
+    tid = uuid.uuid4()
+    cache = FetchSessionCache()
+    s = open_context(cache, 0, 0, False, [(None, tid, [part(0), part(1)])], []).session
+    known: dict = {}
+    assert [(n, [cp.partition for cp in ps]) for n, _, ps in s.topics(known.get)] == [(None, [0, 1])]
+    known[tid] = "orders"                     # the broker learns the topic
+    assert [(n, i) for n, i, _ in s.topics(known.get)] == [("orders", tid)]
+    # Updating it by id (now with its name) changes the same entry.
+    open_context(cache, s.id, 1, False, [("orders", tid, [part(1, 42)])], [])
+    assert len(s.partitions) == 2 and s.partitions[(tid, 1)].fetch_offset == 42
+    open_context(cache, s.id, 2, False, [], [(tid, [0])])
+    assert list(s.partitions) == [(tid, 1)]
+
+
+def test_rotation_moves_a_partition_behind_other_topics():
+    """Partitions that brought records go to the back of the whole session, not just of
+    their topic: otherwise a busy topic listed first could starve the next one."""
+    cache = FetchSessionCache()
+    s = open_context(cache, 0, 0, True, [("a", None, [part(0), part(1)]),
+                                         ("b", None, [part(0)])], []).session
+    s.move_to_end(s.partitions[("a", 0)])
+    assert [(n, [cp.partition for cp in ps]) for n, _, ps in s.topics()] == \
+        [("a", [1]), ("b", [0]), ("a", [0])]
+
+
+def test_a_follower_session_may_evict_a_consumer_session_that_is_still_in_use():
+    clock = Clock()
+    cache = FetchSessionCache(max_sessions=2, eviction_ms=120_000, clock=clock)
+    consumer = cache.create(False)
+    follower = cache.create(True)
+    assert cache.create(False) is None                  # consumers wait for idle sessions
+    f2 = cache.create(True)
+    assert f2 is not None and cache.get(consumer.id) is None and cache.get(follower.id) is follower
+    assert cache.create(True) is None                   # followers never evict followers in use
+
+
+def test_an_answer_after_another_request_moved_the_session_on_is_refused():
+    cache = FetchSessionCache()
+    s = open_context(cache, 0, 0, False, [("t", None, [part(0)])], []).session
+    a = open_context(cache, s.id, 1, False, [], [])     # long-polls...
+    b = open_context(cache, s.id, 2, False, [], [])     # ...while this one arrives
+    assert b.still_current(cache) and not a.still_current(cache)
+    cache.remove(s.id)
+    assert not b.still_current(cache)

@@ -43,10 +43,10 @@ def _request_topics(replicas, request, version: int) -> list[tuple[Any, Any, lis
     return [(t.topic, None, t.partitions) for t in request.topics]
 
 
-def _forgotten(replicas, request, version: int) -> list[tuple[Any, list[int]]]:
+def _forgotten(request, version: int) -> list[tuple[Any, list[int]]]:
+    """(topic id from v13 on, else name; partitions) to drop from the session."""
     if version >= 13:
-        return [(replicas.topic_name_for_id(t.topic_id) or t.topic_id, t.partitions)
-                for t in request.forgotten_topics_data]
+        return [(t.topic_id, t.partitions) for t in request.forgotten_topics_data]
     return [(t.topic, t.partitions) for t in request.forgotten_topics_data]
 
 
@@ -144,12 +144,12 @@ async def fetch(broker, request, ctx) -> dict:
     if v >= 7:
         session_ctx = open_context(broker.fetch_sessions, request.session_id, request.session_epoch,
                                    replica_id_of(request, v) >= 0, topics,
-                                   _forgotten(replicas, request, v))
+                                   _forgotten(request, v))
         if session_ctx.error:
             return {"throttle_time_ms": 0, "error_code": session_ctx.error, "session_id": 0,
                     "responses": []}
         if session_ctx.session is not None:
-            topics = session_ctx.session.topics()
+            topics = session_ctx.session.topics(replicas.topic_name_for_id if v >= 13 else None)
     plan = _FetchPlan(broker, request, v, topics)
     plan.record_follower_positions()
     deadline = time.monotonic() + max(0, request.max_wait_ms) / 1000.0
@@ -164,6 +164,9 @@ async def fetch(broker, request, ctx) -> dict:
     _record_stats(broker.topic_stats, plan, responses)
     session_id = 0
     if session_ctx is not None and session_ctx.session is not None:
+        if not session_ctx.still_current(broker.fetch_sessions):
+            return {"throttle_time_ms": 0, "error_code": Code.INVALID_FETCH_SESSION_EPOCH,
+                    "session_id": 0, "responses": []}
         session_id = session_ctx.session.id
         responses = _session_answer(plan, responses, session_ctx.session, session_ctx.incremental)
     return {"throttle_time_ms": 0, "error_code": 0, "session_id": session_id,
