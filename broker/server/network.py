@@ -381,6 +381,12 @@ class KafkaServer:
         except (ConnectionError, asyncio.CancelledError):
             conn.closed = True
             transport.abort()
+        except Exception:
+            # Anything else while writing (an OSError of sendfile, a bug): the frame on the
+            # wire may be cut short, so the stream is unusable. Close it, loudly.
+            log.exception("closing %s: writing a response failed", conn.peer)
+            conn.closed = True
+            transport.abort()
         finally:
             # Nothing takes from `pending` after this: the reader may be waiting for room
             # in it, so empty it (the connection is done) and let that put finish.
@@ -403,7 +409,7 @@ async def _send_region(loop: asyncio.AbstractEventLoop, proto: _FrameProtocol, t
     if not transport.get_write_buffer_size() and not transport.is_closing():
         sock = transport.get_extra_info("socket")
         if sock is not None:
-            out, fd, position = sock.fileno(), region.file.fileno(), region.position
+            out, fd, position = sock.fileno(), region.fileno, region.position
             while sent < size:
                 try:
                     n = os.sendfile(out, fd, position + sent, size - sent)

@@ -51,3 +51,41 @@ def test_a_closing_request_behind_a_full_pipeline_releases_the_connection():
     left, calls = asyncio.run(scenario())
     assert calls > MAX_QUEUED_REQUESTS      # the pipeline really was full
     assert left == 0, "the connection's task is still waiting for room in its queue"
+
+
+def test_an_error_while_sending_a_file_region_closes_the_connection():
+    """os.sendfile failing with something other than a connection error (here EBADF) used
+    to kill the connection's sender silently: the client waited for the rest of a frame
+    whose head it had received, and the connection stayed open."""
+    from broker.log.segment import FileRegion
+
+    async def scenario() -> tuple[bytes | None, int]:
+        async def dispatch(frame, conn):
+            with open(__file__, "rb") as f:
+                pass                            # a closed file, and a descriptor nobody has
+            return Response([b"head", FileRegion(f, 999_999, 0, 10)])
+
+        server = KafkaServer("127.0.0.1", 0, dispatch)
+        await server.start()
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        writer.write(struct.pack(">i", 4) + b"ping")
+        await writer.drain()
+        try:
+            got = await asyncio.wait_for(reader.read(), 3)
+        except ConnectionError:
+            got = b""
+        except asyncio.TimeoutError:
+            got = None                          # still open after 3 s
+        writer.close()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 3
+        while server.connection_count and loop.time() < deadline:
+            await asyncio.sleep(0.05)
+        left = server.connection_count
+        await server.stop()
+        return got, left
+
+    got, left = asyncio.run(scenario())
+    assert got is not None, "the connection stayed open after its response failed"
+    assert len(got) < 4 + 14                    # never a whole frame
+    assert left == 0
