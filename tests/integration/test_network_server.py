@@ -12,6 +12,17 @@ from broker.server.network import MAX_QUEUED_REQUESTS, CloseConnection, KafkaSer
 pytestmark = pytest.mark.integration
 
 
+async def _connections_left_after_closing(server: KafkaServer, timeout: float = 5.0) -> int:
+    """Connections the server still holds once they had `timeout` to go; stops it."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while server.connection_count and loop.time() < deadline:
+        await asyncio.sleep(0.05)
+    left = server.connection_count
+    await server.stop()
+    return left
+
+
 def test_a_closing_request_behind_a_full_pipeline_releases_the_connection():
     """The first request closes the connection while the client has pipelined more
     requests than the per-connection queue holds: the reader was waiting for room in that
@@ -40,12 +51,7 @@ def test_a_closing_request_behind_a_full_pipeline_releases_the_connection():
         except (ConnectionError, asyncio.TimeoutError):
             pass
         writer.close()
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + 5
-        while server.connection_count and loop.time() < deadline:
-            await asyncio.sleep(0.05)
-        left = server.connection_count
-        await server.stop()
+        left = await _connections_left_after_closing(server)
         return left, calls
 
     left, calls = asyncio.run(scenario())
@@ -77,12 +83,7 @@ def test_an_error_while_sending_a_file_region_closes_the_connection():
         except asyncio.TimeoutError:
             got = None                          # still open after 3 s
         writer.close()
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + 3
-        while server.connection_count and loop.time() < deadline:
-            await asyncio.sleep(0.05)
-        left = server.connection_count
-        await server.stop()
+        left = await _connections_left_after_closing(server)
         return got, left
 
     got, left = asyncio.run(scenario())
