@@ -165,8 +165,14 @@ def fake_broker():
     server = SimpleNamespace(listener_name="PLAINTEXT", connection_count=2, connections_created=5,
                              connections_closed=3, bytes_in=1000, bytes_out=2000, requests_in=10,
                              responses_out=9)
+    from broker.server.fetch_sessions import FetchSessionCache, open_context
+    sessions = FetchSessionCache()
+    part = SimpleNamespace(partition=0, fetch_offset=0, partition_max_bytes=1)
+    open_context(sessions, 0, 0, True, [("t", None, [part, SimpleNamespace(**{**vars(part), "partition": 1})])], [])
+    open_context(sessions, 0, 0, False, [("t", None, [part])], [])
     return SimpleNamespace(
         broker_id=0, advertised=SimpleNamespace(host="127.0.0.1", port=9092), cluster_mode=True,
+        fetch_sessions=sessions,
         topic_stats=topic_stats, request_stats=request_stats,
         replicas=SimpleNamespace(partitions={("t", 0): led, ("t", 1): followed}, isr_shrinks=2, isr_expands=1),
         controller=ctl, log_manager=SimpleNamespace(all_logs=lambda: [log]),
@@ -205,6 +211,9 @@ def test_collector_names_follow_the_jmx_exporter_kafka_rules():
     assert val("kafka_server_replicamanager_atminisrpartitioncount") == 1
     assert val("kafka_server_replicamanager_isrshrinks") == 2
     assert val("kafka_server_replicamanager_isrexpands") == 1
+    assert val("kafka_server_fetchsessioncache_numincrementalfetchsessions") == 2
+    assert val("kafka_server_fetchsessioncache_numincrementalfetchpartitionscached") == 3
+    assert val("kafka_server_fetchsessioncache_incrementalfetchsessionevictions") == 0
     assert val("kafka_controller_kafkacontroller_activecontrollercount") == 1
     assert val("kafka_controller_kafkacontroller_offlinepartitionscount") == 2   # leader -1 and dead 7
     assert val("kafka_controller_kafkacontroller_globalpartitioncount") == 3
