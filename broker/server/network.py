@@ -43,6 +43,9 @@ MAX_BUFFERED_FRAMES = 16
 _SCRATCH = 256 * 1024           # reused receive buffer for small frames
 _OWN_BUFFER_AT = 64 * 1024      # frames from this size on are received into their own buffer
 _BIG_START = 1 << 20            # ... which starts this large and doubles as bytes arrive
+# Bytes of a file region sent by direct os.sendfile calls before the rest goes through
+# loop.sendfile: a fast reader could otherwise keep the loop in one region for tens of ms.
+_DIRECT_SENDFILE_MAX = 4 << 20
 
 
 class _FrameProtocol(asyncio.BufferedProtocol):
@@ -410,7 +413,7 @@ async def _send_region(loop: asyncio.AbstractEventLoop, proto: _FrameProtocol, t
         sock = transport.get_extra_info("socket")
         if sock is not None:
             out, fd, position = sock.fileno(), region.fileno, region.position
-            while sent < size:
+            while sent < size and sent < _DIRECT_SENDFILE_MAX:
                 try:
                     n = os.sendfile(out, fd, position + sent, size - sent)
                 except (BlockingIOError, InterruptedError):
