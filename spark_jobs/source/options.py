@@ -214,6 +214,13 @@ def _partition_map(raw: str, name: str) -> dict[str, dict[int, int]]:
     return out
 
 
+def _partitions_at(spec: OffsetSpec, sentinel: int) -> list[str]:
+    """"topic-partition" of each partition a per-partition offsets spec sets to `sentinel`."""
+    if spec.kind != "offsets":
+        return []
+    return [f"{t}-{p}" for t, ps in spec.offsets.items() for p, o in ps.items() if o == sentinel]
+
+
 def _offset_spec(opts: dict[str, str], prefix: str, default: str) -> OffsetSpec:
     """startingOffsets / startingOffsetsByTimestamp / startingTimestamp (or ending*): the
     global timestamp wins over per-partition timestamps, which win over offsets (Spark's
@@ -297,18 +304,14 @@ def parse_source_options(options: Mapping[str, str], streaming: bool) -> SourceO
     if not streaming:
         if starting.kind == "latest":
             raise ValueError("starting offset can't be latest for batch queries on Kafka")
-        if starting.kind == "offsets" and any(o == LATEST for ps in starting.offsets.values()
-                                              for o in ps.values()):
-            bad = [f"{t}-{p}" for t, ps in starting.offsets.items() for p, o in ps.items()
-                   if o == LATEST]
+        bad = _partitions_at(starting, LATEST)
+        if bad:
             raise ValueError(f"startingOffsets for {', '.join(bad)} can't be latest for batch "
                              f"queries on Kafka")
         if ending.kind == "earliest":
             raise ValueError("ending offset can't be earliest for batch queries on Kafka")
-        if ending.kind == "offsets" and any(o == EARLIEST for ps in ending.offsets.values()
-                                            for o in ps.values()):
-            bad = [f"{t}-{p}" for t, ps in ending.offsets.items() for p, o in ps.items()
-                   if o == EARLIEST]
+        bad = _partitions_at(ending, EARLIEST)
+        if bad:
             raise ValueError(f"Ending offset for {', '.join(bad)} can't be earliest for batch "
                              f"queries on Kafka")
     strategy = str(opts.get("startingoffsetsbytimestampstrategy", "error")).strip().lower()
