@@ -18,6 +18,7 @@ from clients.protocol.errors import InvalidConfigError
 
 from .config import BrokerConfig, ConfigError, TopicConfigs
 from .group.coordinator import GroupCoordinator
+from .heap import retain_freed_memory
 from .group.offsets import OFFSETS_TOPIC
 from .log import LogConfig, LogManager
 from .metadata_cache import MetadataCache, PartitionInfo
@@ -324,6 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, OSError) as e:
         print(f"strom: {e}", file=sys.stderr)
         return 1
+    retain_freed_memory()
     asyncio.run(run(config))
     return 0
 
