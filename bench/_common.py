@@ -275,9 +275,13 @@ class MockCluster(System):
 # ---- produce / consume with confluent-kafka ----------------------------------------------------
 
 def producer_config(bootstrap: str, acks: str, compression: str, **extra: Any) -> dict[str, Any]:
+    # The queue: 2M records lets 100 B runs keep the pipe full; 128 MiB holds 1 KiB runs
+    # near what librdkafka's default 100,000-record cap gives them (Java: 32 MiB). With the
+    # 1 GiB byte cap alone, a 1 KiB run against a broker slower than the mock keeps 1 GiB
+    # of records queued in the client (docs/PERFORMANCE.md has both settings' figures).
     cfg = {"bootstrap.servers": bootstrap, "acks": acks, "compression.type": compression,
            "linger.ms": 5, "batch.size": 1_000_000, "batch.num.messages": 1_000_000,
-           "queue.buffering.max.kbytes": 1_048_576, "queue.buffering.max.messages": 2_000_000,
+           "queue.buffering.max.kbytes": 131_072, "queue.buffering.max.messages": 2_000_000,
            "message.max.bytes": 2_000_000, "log_level": 3}
     cfg.update(extra)
     return cfg
