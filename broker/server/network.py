@@ -10,9 +10,9 @@ effects in order (an idempotent producer's five in-flight batches append in sequ
 File regions go out with `loop.sendfile(..., fallback=False)`: os.sendfile from the segment
 file to the socket, never read into Python.
 
-Frames come in through `_FrameProtocol`, an asyncio BufferedProtocol: the kernel copies
-socket bytes straight into our buffers (recv_into), small frames are cut out of a reused
-256 KiB buffer, and a large frame (a produce request, a follower's fetch answer is on the
+Frames come in through `_FrameProtocol`, an asyncio BufferedProtocol around
+`clients.protocol.framing.FrameReceiver`: the kernel copies socket bytes straight into our
+buffers (recv_into), small frames are cut out of a reused 256 KiB buffer, and a large frame (a produce request, a follower's fetch answer is on the
 other side) gets a buffer of its own that the rest of it is received into, so its bytes are
 copied once from the kernel and never again before os.write puts them in the log.
 
@@ -29,6 +29,8 @@ import socket
 import struct
 from typing import Any, Awaitable, Callable
 
+from clients.aio.flow_control import WriteFlowControl
+from clients.protocol.framing import FrameReceiver
 from clients.protocol.types import DeferredBytes
 
 log = logging.getLogger(__name__)
@@ -40,34 +42,24 @@ _SIZE = struct.Struct(">i")
 MAX_QUEUED_REQUESTS = 64
 # Frames received but not yet dispatched before the socket stops being read.
 MAX_BUFFERED_FRAMES = 16
-_SCRATCH = 256 * 1024           # reused receive buffer for small frames
-_OWN_BUFFER_AT = 64 * 1024      # frames from this size on are received into their own buffer
-_BIG_START = 1 << 20            # ... which starts this large and doubles as bytes arrive
 # Bytes of a file region sent by direct os.sendfile calls before the rest goes through
 # loop.sendfile: a fast reader could otherwise keep the loop in one region for tens of ms.
 _DIRECT_SENDFILE_MAX = 4 << 20
 
 
-class _FrameProtocol(asyncio.BufferedProtocol):
+class _FrameProtocol(WriteFlowControl, asyncio.BufferedProtocol):
     """Splits the byte stream into frames (see the module docstring) and implements write
     flow control for `drain()`. One per connection; runs on the event loop only."""
 
     def __init__(self, server: "KafkaServer"):
+        super().__init__()
         self.server = server
         self.transport: asyncio.Transport | None = None
-        self._buf = bytearray(_SCRATCH)
-        self._view = memoryview(self._buf)
-        self._start = 0                 # unparsed bytes are _buf[_start:_end]
-        self._end = 0
-        self._big: bytearray | None = None  # a large frame being received into its own buffer
-        self._big_got = 0
-        self._big_size = 0              # the size its header claims
+        self.receiver = FrameReceiver(server.max_request_size)
         self.frames: collections.deque[memoryview] = collections.deque()
         self.error: str | None = None   # a frame-size violation: close after the queued frames
         self.eof = False
         self._waiter: asyncio.Future | None = None
-        self._write_paused = False
-        self._drain_waiters: list[asyncio.Future] = []
         self.closed: asyncio.Future = asyncio.get_running_loop().create_future()
 
     # -- asyncio callbacks
@@ -76,30 +68,21 @@ class _FrameProtocol(asyncio.BufferedProtocol):
         self.server._accept(self, transport)
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        if self._big is not None:
-            if self._big_got == len(self._big):       # full but the frame is not: grow
-                grown = bytearray(min(self._big_size, 2 * len(self._big)))
-                grown[:self._big_got] = self._big
-                self._big = grown
-            return memoryview(self._big)[self._big_got:]
-        if self._start and len(self._buf) - self._end < _OWN_BUFFER_AT:
-            n = self._end - self._start     # < _OWN_BUFFER_AT + 4: a short move
-            self._buf[:n] = self._view[self._start:self._end]
-            self._start, self._end = 0, n
-        return self._view[self._end:]
+        return self.receiver.get_buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
         self.server.bytes_in += nbytes
-        if self._big is not None:
-            self._big_got += nbytes
-            if self._big_got == self._big_size:
-                # Writable on purpose: nothing else holds this buffer, so the log may patch
-                # offsets into it instead of copying it (PartitionLog.append_as_leader).
-                self._push(memoryview(self._big))
-                self._big = None
-            return
-        self._end += nbytes
-        self._parse()
+        # Large frames come out writable on purpose: nothing else holds their buffer, so
+        # the log may patch offsets into it instead of copying it (append_as_leader).
+        for frame in self.receiver.buffer_updated(nbytes):
+            self._push(frame)
+        size = self.receiver.error_size
+        if size is not None and self.error is None:
+            self.error = (f"frame of {size} bytes exceeds socket.request.max.bytes="
+                          f"{self.server.max_request_size}")
+            if self.transport is not None:
+                self.transport.pause_reading()
+            self._wake()
 
     def eof_received(self) -> bool:
         self.eof = True
@@ -109,53 +92,11 @@ class _FrameProtocol(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.eof = True
         self._wake()
-        for w in self._drain_waiters:
-            if not w.done():
-                w.set_exception(ConnectionResetError("connection lost"))
+        self.fail_writers()
         if not self.closed.done():
             self.closed.set_result(None)
 
-    def pause_writing(self) -> None:
-        self._write_paused = True
-
-    def resume_writing(self) -> None:
-        self._write_paused = False
-        for w in self._drain_waiters:
-            if not w.done():
-                w.set_result(None)
-
-    # -- framing
-    def _parse(self) -> None:
-        buf, start, end = self._buf, self._start, self._end
-        max_size = self.server.max_request_size
-        while end - start >= 4 and self.error is None:
-            size = _SIZE.unpack_from(buf, start)[0]
-            if size < 0 or size > max_size:
-                self.error = (f"frame of {size} bytes exceeds socket.request.max.bytes="
-                              f"{max_size}")
-                if self.transport is not None:
-                    self.transport.pause_reading()
-                self._wake()
-                break
-            have = end - start - 4
-            if have >= size:
-                self._push(memoryview(bytes(self._view[start + 4:start + 4 + size])))
-                start += 4 + size
-            elif size >= _OWN_BUFFER_AT:
-                # Sized for what has come, not for what the header claims: a client that
-                # only claims 100 MiB must not cost 100 MiB. get_buffer doubles it as bytes
-                # arrive (one extra copy, for frames above _BIG_START only).
-                big = bytearray(min(size, max(_BIG_START, 2 * have)))
-                big[:have] = self._view[start + 4:end]
-                self._big, self._big_got, self._big_size = big, have, size
-                start = end = 0
-                break
-            else:
-                break
-        if start == end:
-            start = end = 0
-        self._start, self._end = start, end
-
+    # -- frames
     def _push(self, frame: memoryview) -> None:
         self.frames.append(frame)
         if len(self.frames) >= MAX_BUFFERED_FRAMES and self.transport is not None:
@@ -190,14 +131,7 @@ class _FrameProtocol(asyncio.BufferedProtocol):
             await asyncio.sleep(0)
             if self.closed.done():
                 raise ConnectionResetError("connection lost")
-        if not self._write_paused:
-            return
-        w = asyncio.get_running_loop().create_future()
-        self._drain_waiters.append(w)
-        try:
-            await w
-        finally:
-            self._drain_waiters.remove(w)
+        await self.wait_writable()
 
 
 class CloseConnection(Exception):

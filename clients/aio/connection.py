@@ -2,9 +2,11 @@
 
 The shell only moves bytes: `request` encodes through the sans-io codec and writes the whole
 frame at once (frames are never interleaved; encoding and writing happen without an await
-in between, so wire order is correlation-id order); a reader task feeds whatever the socket
-yields to the codec and completes the futures of the responses it decodes. Framing, header
-versions, correlation checks and the ApiVersions fallback all live in the codec.
+in between, so wire order is correlation-id order); an asyncio `BufferedProtocol` lets the
+kernel read straight into the codec's buffers (a large response, such as a follower's fetch
+answer, lands in a buffer of its own and is never copied again) and completes the futures
+of the responses the codec decodes. Framing, header versions, correlation checks and the
+ApiVersions fallback all live in the codec.
 
 Concurrency: any number of tasks may call `request` concurrently on one connection
 (pipelining); the broker answers in order and the codec matches answers to requests.
@@ -32,6 +34,7 @@ from clients.protocol.messages import api as lookup_api
 from clients.protocol.schema import Api, Struct, UnsupportedVersion
 
 from .errors import KafkaConnectionError, KafkaTimeoutError, UnsupportedVersionError
+from .flow_control import WriteFlowControl
 
 __all__ = ["BrokerConnection", "STROM_VERSION"]
 
@@ -46,7 +49,6 @@ def _strom_version() -> str:
 STROM_VERSION = _strom_version()
 
 _API_VERSIONS = lookup_api("ApiVersions")
-_READ_SIZE = 1 << 20
 _CLOSE_GRACE = 5.0  # seconds a graceful close waits for buffered bytes to leave
 
 
@@ -54,25 +56,64 @@ def _resolve(api: str | int | Api) -> Api:
     return api if isinstance(api, Api) else lookup_api(api)
 
 
+class _Protocol(WriteFlowControl, asyncio.BufferedProtocol):
+    """The asyncio side of one connection: bytes in to the codec, write flow control."""
+
+    def __init__(self, conn: "BrokerConnection"):
+        super().__init__()
+        self.conn = conn
+        self.transport: asyncio.Transport | None = None
+        self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.conn._codec.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.conn._received(nbytes)
+
+    def eof_received(self) -> bool:
+        self.conn._abort(KafkaConnectionError(
+            f"connection to {self.conn.address} closed by the broker"))
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        reason = f": {exc}" if exc is not None else ""
+        self.conn._abort(KafkaConnectionError(f"connection to {self.conn.address} lost{reason}"))
+        self.fail_writers()
+        if not self.lost.done():
+            self.lost.set_result(None)
+
+    async def drain(self) -> None:
+        """Wait until the transport's buffer is below its high-water mark."""
+        if self.lost.done():
+            raise ConnectionResetError("connection lost")
+        await self.wait_writable()
+
+
 class BrokerConnection:
     """A connection to one broker, open and version-negotiated. Create with `connect`."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 host: str, port: int, *, client_id: str | None,
+    def __init__(self, host: str, port: int, *, client_id: str | None,
                  request_timeout: float | None, max_frame_size: int | None = None):
         self.host = host
         self.port = port
         self.client_id = client_id
         self.request_timeout = request_timeout
-        self._reader = reader
-        self._writer = writer
         self._codec = ClientProtocol(client_id, max_frame_size=max_frame_size)
+        self._protocol = _Protocol(self)
         self._futures: dict[int, asyncio.Future[Struct]] = {}
         self._close_error: KafkaConnectionError | None = None
         self._broker_versions: dict[int, tuple[int, int]] = {}
         self.api_versions_version = -1  # the ApiVersions version the broker answered
-        self._reader_task = asyncio.get_running_loop().create_task(
-            self._read_loop(), name=f"strom-conn-reader-{host}:{port}")
+
+    @property
+    def _transport(self) -> asyncio.Transport:
+        transport = self._protocol.transport
+        assert transport is not None, "not connected"
+        return transport
 
     # ------------------------------------------------------------------ opening
 
@@ -88,19 +129,20 @@ class BrokerConnection:
         when the broker is unreachable or does not answer in time.
         """
         addr = f"{host}:{port}"
+        conn = cls(host, port, client_id=client_id, request_timeout=request_timeout,
+                   max_frame_size=max_frame_size)
         try:
             async with asyncio.timeout(timeout):
-                reader, writer = await asyncio.open_connection(host, port, limit=_READ_SIZE)
+                transport, _ = await asyncio.get_running_loop().create_connection(
+                    lambda: conn._protocol, host, port)
         except TimeoutError:
             raise KafkaConnectionError(f"connecting to {addr} timed out after {timeout}s") from None
         except OSError as e:
             raise KafkaConnectionError(f"cannot connect to {addr}: {e}") from e
-        sock = writer.get_extra_info("socket")
+        sock = transport.get_extra_info("socket")
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        conn = cls(reader, writer, host, port, client_id=client_id,
-                   request_timeout=request_timeout, max_frame_size=max_frame_size)
         try:
             await conn._negotiate(software, timeout)
         except KafkaTimeoutError as e:
@@ -219,41 +261,35 @@ class BrokerConnection:
         if expect_response:
             fut = asyncio.get_running_loop().create_future()
             self._futures[cid] = fut
-        self._writer.write(frame)
+        self._transport.write(frame)
         return fut
 
     async def _drain(self) -> None:
         try:
-            await self._writer.drain()
-        except (OSError, RuntimeError) as e:
+            await self._protocol.drain()
+        except OSError as e:
             err = KafkaConnectionError(f"connection to {self.address} lost while writing: {e}")
             self._abort(err)
             raise err from e
 
     # ------------------------------------------------------------------ reading
 
-    async def _read_loop(self) -> None:
+    def _received(self, nbytes: int) -> None:
+        """Bytes arrived in the codec's buffer: complete the requests they answer."""
+        if self._close_error is not None:
+            return
         try:
-            while True:
-                data = await self._reader.read(_READ_SIZE)
-                if not data:
-                    raise KafkaConnectionError(f"connection to {self.address} closed by the broker")
-                try:
-                    responses = self._codec.feed(data)
-                except ProtocolError as e:
-                    self._deliver(e.completed)
-                    raise KafkaConnectionError(f"protocol error from {self.address}: {e}") from e
-                self._deliver(responses)
-        except asyncio.CancelledError:
-            raise
-        except KafkaConnectionError as e:
-            self._abort(e)
-        except OSError as e:
-            self._abort(KafkaConnectionError(f"connection to {self.address} lost: {e}"))
+            responses = self._codec.buffer_updated(nbytes)
+        except ProtocolError as e:
+            self._deliver(e.completed)
+            self._abort(KafkaConnectionError(f"protocol error from {self.address}: {e}"))
+            return
         except Exception as e:  # a bug, not the network: still fail everyone, loudly
             err = KafkaConnectionError(f"reader of {self.address} failed: {e!r}")
             err.__cause__ = e
             self._abort(err)
+            return
+        self._deliver(responses)
 
     def _deliver(self, responses: list[tuple[int, Struct]]) -> None:
         futures = self._futures
@@ -275,25 +311,23 @@ class BrokerConnection:
                 err = KafkaConnectionError(str(error))
                 err.__cause__ = error.__cause__
                 fut.set_exception(err)
-        if graceful:
-            self._writer.close()
-        else:
-            self._writer.transport.abort()
-        if self._reader_task is not asyncio.current_task():
-            self._reader_task.cancel()
+        transport = self._protocol.transport
+        if transport is not None:
+            if graceful:
+                transport.close()
+            else:
+                transport.abort()
 
     async def close(self) -> None:
         """Close the connection; requests still in flight fail with KafkaConnectionError."""
         self._abort(KafkaConnectionError(f"connection to {self.address} was closed"), graceful=True)
-        if self._reader_task is not asyncio.current_task():
-            await asyncio.wait((self._reader_task,))  # never raises the task's cancellation
+        if self._protocol.transport is None:
+            return
         try:
             async with asyncio.timeout(_CLOSE_GRACE):
-                await self._writer.wait_closed()
+                await asyncio.shield(self._protocol.lost)
         except TimeoutError:
-            self._writer.transport.abort()
-        except OSError:
-            pass
+            self._transport.abort()
 
     @property
     def closed(self) -> bool:

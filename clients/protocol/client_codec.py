@@ -29,6 +29,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+from .framing import FrameReceiver
 from .headers import RequestHeader, decode_response_header, encode_request_header
 from .messages import api as _api
 from .schema import Api, Struct
@@ -45,6 +46,7 @@ _API_VERSIONS_KEY = 18
 _PRODUCE_KEY = 0
 _UNSUPPORTED_VERSION = 35
 _MAX_CORRELATION_ID = 0x7FFFFFFF
+_MAX_FRAME = 0x7FFFFFFF
 
 
 class ProtocolError(Exception):
@@ -102,8 +104,9 @@ class ClientProtocol:
         self.max_frame_size = max_frame_size
         self._next_cid = first_correlation_id & _MAX_CORRELATION_ID
         self._in_flight: deque[InFlight] = deque()
-        self._buf = bytearray()
-        self._need: int | None = None  # size of the frame being read, once its prefix is in
+        # Frames shorter than a correlation id cannot be a response.
+        self._receiver = FrameReceiver(_MAX_FRAME if max_frame_size is None else max_frame_size,
+                                       min_size=4)
         self._error: ProtocolError | None = None
 
     # ------------------------------------------------------------------ sending
@@ -132,40 +135,54 @@ class ClientProtocol:
 
     # ------------------------------------------------------------------ receiving
 
-    def feed(self, data: bytes | bytearray | memoryview) -> list[tuple[int, Struct]]:
-        """Take bytes read from the socket; return the responses they complete, in order,
-        as (correlation id, decoded body). Raises `ProtocolError` on a broken stream."""
+    def get_buffer(self) -> memoryview:
+        """Where the next bytes from the socket go (`asyncio.BufferedProtocol.get_buffer`):
+        a large response is received straight into a buffer of its own, never copied."""
+        return self._receiver.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> list[tuple[int, Struct]]:
+        """`nbytes` were written into the last `get_buffer()`; return the responses they
+        complete, in order, as (correlation id, decoded body). Raises `ProtocolError` on a
+        broken stream."""
         if self._error is not None:
             raise self._error
-        buf = self._buf
-        buf += data
         out: list[tuple[int, Struct]] = []
         try:
-            while True:
-                if self._need is None:
-                    if len(buf) < 4:
-                        break
-                    (size,) = _SIZE.unpack_from(buf, 0)
-                    if size < 4 or (self.max_frame_size is not None and size > self.max_frame_size):
-                        raise FrameTooLargeError(f"invalid response frame size {size}")
-                    del buf[:4]
-                    self._need = size
-                if len(buf) < self._need:
-                    break
-                # An immutable copy of the frame: the decoded Struct's memoryviews (records)
-                # point into it and must not change when the buffer is reused.
-                with memoryview(buf) as mv:
-                    frame = bytes(mv[:self._need])
-                del buf[:self._need]  # O(1) at a bytearray's front
-                self._need = None
-                out.append(self._decode(frame))
+            # The decoded Struct's memoryviews (records) point into the frame, which no
+            # later read overwrites: small frames are copies, large ones own their buffer.
+            # Read-only for callers, as bytes would be (a writable view cannot be hashed).
+            for frame in self._receiver.buffer_updated(nbytes):
+                out.append(self._decode(frame if frame.readonly else frame.toreadonly()))
+            size = self._receiver.error_size
+            if size is not None:
+                raise FrameTooLargeError(f"invalid response frame size {size}")
         except ProtocolError as e:
             e.completed = out
             self._error = e
             raise
         return out
 
-    def _decode(self, frame: bytes) -> tuple[int, Struct]:
+    def feed(self, data: bytes | bytearray | memoryview) -> list[tuple[int, Struct]]:
+        """`buffer_updated` for bytes read elsewhere: copies `data` in and returns the
+        responses it completes. Raises `ProtocolError` on a broken stream."""
+        if self._error is not None:
+            raise self._error
+        out: list[tuple[int, Struct]] = []
+        src = memoryview(data)
+        pos = 0
+        while pos < len(src):
+            buf = self._receiver.get_buffer()
+            n = min(len(buf), len(src) - pos)
+            buf[:n] = src[pos:pos + n]
+            try:
+                out += self.buffer_updated(n)
+            except ProtocolError as e:
+                e.completed = out + e.completed
+                raise
+            pos += n
+        return out
+
+    def _decode(self, frame: memoryview) -> tuple[int, Struct]:
         r = Reader(frame)
         try:
             received = r.int32()
@@ -205,7 +222,7 @@ class ClientProtocol:
     @property
     def buffered(self) -> int:
         """Bytes received but not yet part of a complete frame."""
-        return len(self._buf) + (4 if self._need is not None else 0)
+        return self._receiver.buffered
 
     @property
     def error(self) -> ProtocolError | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+from types import SimpleNamespace
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -182,7 +183,8 @@ def _send_through_server(tmp_path, prefix: bytes, file_bytes: bytes, position: i
             await proto.drain()
             transport.close()
 
-        server = await loop.create_server(lambda: Proto(None), "127.0.0.1", 0)
+        server = await loop.create_server(
+            lambda: Proto(SimpleNamespace(max_request_size=1 << 20, bytes_in=0)), "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         await asyncio.sleep(0.2)        # let the server fill its socket buffer first

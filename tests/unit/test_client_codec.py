@@ -225,6 +225,57 @@ def test_records_of_earlier_responses_survive_later_feeds():
     assert all(bytes(r.responses[0].partitions[0].records) == batch for _, r in got)
 
 
+def _fetch_frame(cid: int, batch: bytes) -> bytes:
+    return response_frame("Fetch", 11, cid, {"responses": [{"topic": "t", "partitions": [
+        {"partition_index": 0, "high_watermark": 1, "records": batch}]}]})
+
+
+def test_a_large_response_is_received_into_its_own_buffer():
+    # What a follower's fetch answer does over a BufferedProtocol: after the first read, the
+    # rest of the frame goes straight into the buffer that the decoded records point into.
+    batch = build_batch([Record(None, bytes(range(256)) * 1024)], now_ms=1)   # 256 KiB
+    p = ClientProtocol()
+    cid, _ = p.encode_request("Fetch", {"max_wait_ms": 0, "min_bytes": 1, "topics": []}, 11)
+    frame = _fetch_frame(cid, batch)
+    first = p.get_buffer()
+    first[:1000] = frame[:1000]
+    del first
+    assert p.buffer_updated(1000) == []
+    rest = p.get_buffer()
+    assert len(rest) == len(frame) - 1000        # room for exactly the rest of this frame
+    rest[:] = frame[1000:]
+    own_buffer = rest.obj
+    del rest
+    ((got_cid, resp),) = p.buffer_updated(len(frame) - 1000)
+    records = resp.responses[0].partitions[0].records
+    assert got_cid == cid and bytes(records) == batch and p.buffered == 0
+    assert records.obj is own_buffer             # not copied out of the receive buffer
+    assert records.readonly                      # as if it were bytes (hashable, immutable)
+
+
+def test_large_and_small_responses_interleaved_through_get_buffer():
+    batches = [build_batch([Record(None, bytes([i]) * size)], now_ms=1)
+               for i, size in enumerate([10, 200_000, 70_000, 3, 1_500_000, 64_000])]
+    p = ClientProtocol()
+    stream = b""
+    for b in batches:
+        cid, _ = p.encode_request("Fetch", {"max_wait_ms": 0, "min_bytes": 1, "topics": []}, 11)
+        stream += _fetch_frame(cid, b)
+    for chunk in (997, 65_536, 1 << 20):
+        q = ClientProtocol(first_correlation_id=0)
+        for _ in batches:
+            q.encode_request("Fetch", {"max_wait_ms": 0, "min_bytes": 1, "topics": []}, 11)
+        got, pos = [], 0
+        while pos < len(stream):
+            buf = q.get_buffer()
+            n = min(len(buf), chunk, len(stream) - pos)
+            buf[:n] = stream[pos:pos + n]
+            del buf
+            got += q.buffer_updated(n)
+            pos += n
+        assert [bytes(r.responses[0].partitions[0].records) for _, r in got] == batches, chunk
+
+
 # ---------------------------------------------------------------- broken streams
 
 def test_correlation_id_mismatch_is_a_clear_error():
