@@ -24,7 +24,9 @@ exception. With acks=0 requests get no answer and every offset is -1.
 
 Idempotence (default on, as in Kafka 3): the producer gets a producer id with
 InitProducerId and numbers each partition's batches; the accumulator retries them strictly
-in order (see clients/aio/accumulator.py), so a retry is recognised by the broker as a
+in order (see clients/aio/accumulator.py), and batches are drained only for brokers with an
+open connection and written on it in drain order, so at most 5 batches of a partition are
+ever unacknowledged (the broker remembers 5) and a retry is recognised by the broker as a
 duplicate of what it already has and answered with the original offsets.
 DUPLICATE_SEQUENCE_NUMBER counts as success. OUT_OF_ORDER_SEQUENCE_NUMBER for a batch
 behind one that failed is retried with it; for the next batch the broker expects, and
@@ -54,6 +56,7 @@ from clients.types import RecordMetadata, TopicPartition
 
 from .accumulator import BATCH_OVERHEAD, ProducerBatch, RecordAccumulator, record_size
 from .client import KafkaClient
+from .connection import BrokerConnection
 from .errors import KafkaConnectionError, KafkaTimeoutError
 
 __all__ = ["AsyncProducer"]
@@ -167,6 +170,7 @@ class AsyncProducer:
         self._space = asyncio.Event()
         self._node_in_flight: dict[int, int] = {}
         self._requests: set[asyncio.Task[None]] = set()
+        self._connecting: dict[int, asyncio.Task[None]] = {}
         self._sender: asyncio.Task[None] | None = None
         self._need_bump = False
         self._started = False
@@ -236,10 +240,11 @@ class AsyncProducer:
                 log.error("producer sender failed: %r", e)
             self._sender.cancel()
             await asyncio.wait([self._sender])
-        for t in list(self._requests):
+        pending = list(self._requests) + list(self._connecting.values())
+        for t in pending:
             t.cancel()
-        if self._requests:
-            await asyncio.wait(list(self._requests))
+        if pending:
+            await asyncio.wait(pending)
         err = ProducerClosedError("the producer was closed before the record was delivered")
         for b in list(self._acc.incomplete):
             self._finish(b, error=err)
@@ -406,13 +411,26 @@ class AsyncProducer:
                     self._client.metadata.add_topics(unknown)
                     self._client.metadata.request_update()
                     delay = self._backoff if delay is None else min(delay, self._backoff)
-                nodes = {n for n in nodes
-                         if self._node_in_flight.get(n, 0) < self._max_in_flight}
-                if nodes:
-                    drained = acc.drain(self._leader_of, nodes, self._max_request_size, now)
+                # Only nodes with an open connection: a drained batch goes out on the
+                # connection it was drained for, before anything drained after it. (Batches
+                # drained while a connection was being opened could reach a new one ahead of
+                # retries of earlier ones, and more than the broker's 5 deduplicated batches
+                # of a partition could then be unacknowledged: a retry of a batch the broker
+                # already had was refused, or written twice after an epoch bump.)
+                conns = {}
+                for n in nodes:
+                    if self._node_in_flight.get(n, 0) >= self._max_in_flight:
+                        continue
+                    conn = self._client.pool.connection(n)
+                    if conn is None:
+                        self._connect_soon(n)
+                    else:
+                        conns[n] = conn
+                if conns:
+                    drained = acc.drain(self._leader_of, conns, self._max_request_size, now)
                     for node, batches in drained.items():
                         self._node_in_flight[node] = self._node_in_flight.get(node, 0) + 1
-                        task = loop.create_task(self._produce(node, batches))
+                        task = loop.create_task(self._produce(node, conns[node], batches))
                         self._requests.add(task)
                         task.add_done_callback(self._requests.discard)
                     if drained:
@@ -421,6 +439,24 @@ class AsyncProducer:
                 await asyncio.wait_for(self._wake.wait(), delay)
             except TimeoutError:
                 pass
+
+    def _connect_soon(self, node: int) -> None:
+        """Open a connection to `node` in the background (the pool paces failed attempts)
+        and wake the sender when it is open or the attempt failed."""
+        if node in self._connecting:
+            return
+
+        async def connect() -> None:
+            try:
+                await self._client.connection(node)
+            except (KafkaConnectionError, KafkaTimeoutError, OSError) as e:
+                log.debug("connecting to broker %s: %s", node, e)
+                self._client.metadata.request_update()
+            finally:
+                self._connecting.pop(node, None)
+                self._wake.set()
+
+        self._connecting[node] = asyncio.get_running_loop().create_task(connect())
 
     async def _init_producer_id(self) -> bool:
         """Get a producer id (or bump the epoch of ours); False when it must be retried."""
@@ -452,8 +488,11 @@ class AsyncProducer:
         self._need_bump = False
         return True
 
-    async def _produce(self, node: int, batches: list[ProducerBatch]) -> None:
-        """One ProduceRequest to `node` and the handling of its answer."""
+    async def _produce(self, node: int, conn: BrokerConnection,
+                       batches: list[ProducerBatch]) -> None:
+        """One ProduceRequest to `node` on `conn` and the handling of its answer. The
+        request is written before this coroutine's first await: tasks started in drain
+        order write in drain order."""
         topics: dict[str, list[dict[str, Any]]] = {}
         by_tp: dict[tuple[str, int], ProducerBatch] = {}
         for b in batches:
@@ -465,7 +504,6 @@ class AsyncProducer:
                 "topic_data": [{"name": t, "partition_data": pd} for t, pd in topics.items()]}
         try:
             try:
-                conn = await self._client.connection(node)
                 if self._acks == 0:
                     await conn.send("Produce", body)
                     for b in batches:
