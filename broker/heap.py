@@ -12,7 +12,8 @@ returned pages there, so each new one costs a host fault too.
 `retain_freed_memory` raises both thresholds once at start-up, as a JVM keeps its heap: blocks
 up to `mmap_threshold` come from the heap, and up to `trim_threshold` bytes of free heap stay
 mapped. A broker's RSS then stays near its busiest moment instead of shrinking after it.
-An operator's own `GLIBC_TUNABLES` malloc settings win; other C libraries are left alone.
+An operator's own malloc settings (`GLIBC_TUNABLES`, `MALLOC_TRIM_THRESHOLD_`,
+`MALLOC_MMAP_THRESHOLD_`) win; other C libraries are left alone.
 """
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ log = logging.getLogger("strom.broker")
 MMAP_THRESHOLD = 32 << 20   # glibc's largest allowed value on 64-bit
 TRIM_THRESHOLD = 128 << 20
 
+# glibc's older environment variables for the same settings (mallopt would override them).
+_OPERATOR_SETTINGS = ("MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_")
 _M_TRIM_THRESHOLD = -1      # mallopt parameter numbers from glibc's malloc.h
 _M_MMAP_THRESHOLD = -3
 
@@ -34,13 +37,14 @@ def retain_freed_memory(mmap_threshold: int = MMAP_THRESHOLD,
                         trim_threshold: int = TRIM_THRESHOLD) -> bool:
     """Set glibc's mmap and trim thresholds for this process; False when not applied
     (not glibc, or the operator set malloc tunables of their own)."""
-    if "glibc.malloc." in os.environ.get("GLIBC_TUNABLES", ""):
+    if "glibc.malloc." in os.environ.get("GLIBC_TUNABLES", "") or any(
+            k in os.environ for k in _OPERATOR_SETTINGS):
         return False
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
         mallopt = libc.mallopt
         libc.gnu_get_libc_version  # noqa: B018  (present only in glibc)
-    except (OSError, AttributeError):
+    except Exception:   # no C library to load by that name, not glibc, not POSIX
         return False
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     mallopt.restype = ctypes.c_int

@@ -435,6 +435,9 @@ class AsyncProducer:
                         task.add_done_callback(self._requests.discard)
                     if drained:
                         continue
+            if self._connecting:
+                # Waiting for a connection: still look at delivery timeouts now and then.
+                delay = self._backoff if delay is None else min(delay, self._backoff)
             try:
                 await asyncio.wait_for(self._wake.wait(), delay)
             except TimeoutError:
@@ -449,9 +452,17 @@ class AsyncProducer:
         async def connect() -> None:
             try:
                 await self._client.connection(node)
-            except (KafkaConnectionError, KafkaTimeoutError, OSError) as e:
-                log.debug("connecting to broker %s: %s", node, e)
+            except Exception as e:
+                if isinstance(e, (KafkaConnectionError, KafkaTimeoutError, OSError)):
+                    log.debug("connecting to broker %s: %s", node, e)
+                else:
+                    log.warning("connecting to broker %s failed: %r", node, e)
                 self._client.metadata.request_update()
+                # Not every failure goes through the pool's reconnect backoff (a leader
+                # whose address is unknown fails at once): wait here, or the sender would
+                # start the next attempt immediately, in a loop.
+                await asyncio.sleep(max(self._client.pool.backoff_remaining(node),
+                                        self._backoff))
             finally:
                 self._connecting.pop(node, None)
                 self._wake.set()

@@ -56,6 +56,9 @@ def test_freed_buffers_are_reused_without_new_page_faults():
 
 
 @pytest.mark.skipif(not _glibc(), reason="glibc malloc only")
-def test_an_operators_malloc_tunables_win():
-    applied, _ = _faults("retain", GLIBC_TUNABLES="glibc.malloc.trim_threshold=1048576")
+@pytest.mark.parametrize("env", [{"GLIBC_TUNABLES": "glibc.malloc.trim_threshold=1048576"},
+                                 {"MALLOC_TRIM_THRESHOLD_": "1048576"},
+                                 {"MALLOC_MMAP_THRESHOLD_": "131072"}])
+def test_an_operators_malloc_settings_win(env):
+    applied, _ = _faults("retain", **env)
     assert applied == "False"

@@ -1,0 +1,41 @@
+"""The async producer's sender loop against a broker it cannot reach (no sockets: the
+client's connection calls are replaced by ones that fail at once)."""
+import asyncio
+
+from clients.aio.errors import KafkaConnectionError
+from clients.aio.producer import AsyncProducer
+from clients.protocol.records import Record
+from clients.types import TopicPartition
+
+
+def test_an_unreachable_leader_is_retried_at_the_backoff_not_in_a_loop():
+    # A leader named in metadata whose address is unknown (a dead broker still listed as
+    # leader): connecting fails at once, without the pool's reconnect backoff.
+    async def main():
+        p = AsyncProducer(bootstrap_servers="127.0.0.1:1", enable_idempotence=False,
+                          retry_backoff_ms=100, linger_ms=0)
+        attempts = 0
+
+        async def connection(node):
+            nonlocal attempts
+            attempts += 1
+            raise KafkaConnectionError(f"no address known for broker {node}")
+
+        p._client.connection = connection
+        p._client.pool.connection = lambda node: None
+        p._client.metadata.request_update = lambda: None
+        p._leader_of = lambda tp: 7
+        tp = TopicPartition("t", 0)
+        assert p._acc.reserve(100)
+        p._acc.append(tp, Record(None, b"x"), 100, (None, 0, -1, 1, None),
+                      asyncio.get_running_loop().time())
+        sender = asyncio.get_running_loop().create_task(p._sender_loop())
+        await asyncio.sleep(0.5)
+        sender.cancel()
+        for t in list(p._connecting.values()):
+            t.cancel()
+        await asyncio.gather(sender, *p._connecting.values(), return_exceptions=True)
+        return attempts
+
+    attempts = asyncio.run(main())
+    assert 1 <= attempts <= 8, f"{attempts} connection attempts in 0.5 s"
