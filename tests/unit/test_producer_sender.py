@@ -39,3 +39,56 @@ def test_an_unreachable_leader_is_retried_at_the_backoff_not_in_a_loop():
 
     attempts = asyncio.run(main())
     assert 1 <= attempts <= 8, f"{attempts} connection attempts in 0.5 s"
+
+
+def test_nothing_is_drained_for_a_broker_until_its_connection_is_open():
+    # A batch drained while its connection was being opened could reach the new connection
+    # ahead of the retry of an earlier batch (the bug behind duplicates after lost answers):
+    # batches are drained only for a connection that is open, and written on it in order.
+    async def main():
+        p = AsyncProducer(bootstrap_servers="127.0.0.1:1", enable_idempotence=False,
+                          retry_backoff_ms=50, linger_ms=0)
+        loop = asyncio.get_running_loop()
+        opened = asyncio.Event()
+        written: list[tuple[str, int]] = []
+
+        class OpenConnection:
+            closed = False
+
+            async def request(self, api, body, timeout=None):
+                for t in body["topic_data"]:
+                    for pd in t["partition_data"]:
+                        written.append((t["name"], pd["index"]))
+                raise KafkaConnectionError("answers are not needed here")
+
+        conn = OpenConnection()
+
+        async def connection(node):
+            await opened.wait()
+            return conn
+
+        p._client.connection = connection
+        p._client.pool.connection = lambda node: conn if opened.is_set() else None
+        p._client.metadata.request_update = lambda: None
+        p._leader_of = lambda tp: 7
+        batches = []
+        for partition in range(3):
+            assert p._acc.reserve(100)
+            b, _ = p._acc.append(TopicPartition("t", partition), Record(None, b"x"), 100,
+                                 (None, 0, -1, 1, None), loop.time())
+            batches.append(b)
+        sender = loop.create_task(p._sender_loop())
+        await asyncio.sleep(0.3)
+        drained_while_connecting = [b.attempts for b in batches]
+        opened.set()
+        await asyncio.sleep(0.2)
+        sender.cancel()
+        pending = [sender, *p._connecting.values(), *p._requests]
+        for t in pending:
+            t.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        return drained_while_connecting, written
+
+    drained_while_connecting, written = asyncio.run(main())
+    assert drained_while_connecting == [0, 0, 0]
+    assert sorted(set(written)) == [("t", 0), ("t", 1), ("t", 2)]
