@@ -96,13 +96,15 @@ class ConnectionPool:
                 await conn.close()
             if self._closed:
                 raise KafkaConnectionError("the connection pool is closed")
-            host, port = self.address_of(node)
             loop = asyncio.get_running_loop()
             delay = slot.next_attempt - loop.time()
             if delay > 0:
                 await asyncio.sleep(delay)
             started = loop.time()
             try:
+                # An unknown address (a broker metadata names but does not list) is a
+                # failed attempt too: it is paced by the backoff like a refused connect.
+                host, port = self.address_of(node)
                 conn = await self._connector(host, port)
             except asyncio.CancelledError:
                 raise
