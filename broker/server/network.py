@@ -11,10 +11,11 @@ File regions go out with `loop.sendfile(..., fallback=False)`: os.sendfile from 
 file to the socket, never read into Python.
 
 Frames come in through `_FrameProtocol`, an asyncio BufferedProtocol around
-`clients.protocol.framing.FrameReceiver`: the kernel copies socket bytes straight into our
-buffers (recv_into), small frames are cut out of a reused 256 KiB buffer, and a large frame (a produce request, a follower's fetch answer is on the
-other side) gets a buffer of its own that the rest of it is received into, so its bytes are
-copied once from the kernel and never again before os.write puts them in the log.
+`clients.protocol.framing.FrameReceiver` (the client's connections use the same): the
+kernel copies socket bytes straight into our buffers (recv_into), small frames are cut out
+of a reused 256 KiB buffer, and a large frame (a produce request) gets a buffer of its own
+that the rest of it is received into, so its bytes are copied once from the kernel and
+never again before os.write puts them in the log.
 
 A frame whose size is negative or above `socket.request.max.bytes`, or that the dispatcher
 rejects (unknown API, undecodable header), closes that connection only.

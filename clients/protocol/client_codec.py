@@ -52,8 +52,8 @@ _MAX_FRAME = 0x7FFFFFFF
 class ProtocolError(Exception):
     """The broker's byte stream cannot be understood; the connection must be closed.
 
-    `completed` holds the responses decoded from the same `feed` call before the error, so
-    that requests already answered are not failed along with the rest.
+    `completed` holds the responses decoded from the same `feed` or `buffer_updated` call
+    before the error, so that requests already answered are not failed along with the rest.
     """
 
     def __init__(self, message: str, completed: list[tuple[int, Struct]] | None = None):
