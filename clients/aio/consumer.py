@@ -422,7 +422,8 @@ class AsyncConsumer:
         if not self._auto_commit or now < self._next_auto_commit or not self._assignment:
             return
         self._next_auto_commit = now + self._auto_commit_interval
-        if self._subscribed and self._group is not None and self._group.need_rejoin:
+        if self._subscribed and self._group is not None and (
+                self._group.need_rejoin or self._join_task is not None):
             return                          # the rebalance commits before revoking
         offsets = self._positions(self._assignment)
         if offsets:

@@ -353,7 +353,8 @@ class GroupMember:
         """OffsetCommit, retrying coordinator and connection errors until `timeout`.
         `as_member`: send generation and member id (subscribe mode); otherwise the group
         only stores offsets (assign mode). Raises the first partition error (e.g.
-        RebalanceInProgressError, IllegalGenerationError after being fenced)."""
+        RebalanceInProgressError, IllegalGenerationError after being fenced); an error
+        changes the membership only if it is still the one the commit was sent for."""
         if not offsets:
             return
         loop = asyncio.get_running_loop()
@@ -367,6 +368,11 @@ class GroupMember:
         # the partitions may have moved to another member, whose newer commits this one
         # would overwrite with older offsets.
         generation, member_id = self.generation, self.member_id
+        if as_member and self._joining:
+            # Between JoinGroup and SyncGroup the coordinator refuses it, and before that
+            # it races the join: the rebalance commits before it revokes (as in Java).
+            raise for_code(Code.REBALANCE_IN_PROGRESS)(
+                f"OffsetCommit of group {self.group_id!r} not sent: the member is rejoining")
         while True:
             if as_member and (self.generation, self.member_id) != (generation, member_id):
                 raise for_code(Code.REBALANCE_IN_PROGRESS)(
@@ -395,6 +401,9 @@ class GroupMember:
                 if loop.time() + self.client.retry_backoff < deadline:
                     await self._backoff()
                     continue
+            elif as_member and (self._joining or (self.generation, self.member_id)
+                                != (generation, member_id)):
+                pass    # the answer is about a membership a (re)join has replaced
             elif as_member and code == Code.REBALANCE_IN_PROGRESS:
                 self.request_rejoin("a commit found the group rebalancing")
             elif as_member and code in (Code.ILLEGAL_GENERATION, Code.UNKNOWN_MEMBER_ID,

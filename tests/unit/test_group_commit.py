@@ -1,5 +1,7 @@
 """GroupMember.commit against a scripted coordinator (no sockets): a commit that has to
-retry never lands under a generation it did not start in."""
+retry never lands under a generation it did not start in, no commit is sent between
+JoinGroup and SyncGroup, and the answer to a commit of an older membership does not
+disturb the newer one (each such answer used to start one more rebalance round)."""
 import asyncio
 
 import pytest
@@ -7,7 +9,7 @@ import pytest
 from clients.aio.assignors import RangeAssignor
 from clients.aio.group import GroupMember
 from clients.config import resolve
-from clients.protocol.errors import Code, RebalanceInProgressError
+from clients.protocol.errors import Code, KafkaError, RebalanceInProgressError, for_code
 from clients.protocol.schema import Struct
 from clients.types import OffsetAndMetadata, TopicPartition
 
@@ -69,4 +71,62 @@ def test_a_commit_is_abandoned_when_the_group_rebalanced_while_it_retried():
             await m.commit(OFFSETS, timeout=5)
         # The old offsets were never sent under the new generation.
         assert [b["generation_id_or_member_epoch"] for b in client.sent] == [7]
+    asyncio.run(main())
+
+
+def test_no_member_commit_is_sent_while_the_member_is_joining():
+    # Between JoinGroup and SyncGroup the coordinator answers REBALANCE_IN_PROGRESS, and
+    # before that the commit races the join (Kafka's Java client does not send it either).
+    async def main():
+        client = ScriptedClient([Code.NONE])
+        m = member(client)
+        m._joining, m.need_rejoin = True, False
+        with pytest.raises(RebalanceInProgressError):
+            await m.commit(OFFSETS, timeout=5)
+        assert client.sent == []
+        assert (m.need_rejoin, m.lost, m.generation) == (False, False, 7)
+        # assign() mode stores offsets outside the group protocol: not affected.
+        await m.commit(OFFSETS, timeout=5, as_member=False)
+        assert len(client.sent) == 1
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("code", [Code.ILLEGAL_GENERATION, Code.REBALANCE_IN_PROGRESS,
+                                  Code.UNKNOWN_MEMBER_ID], ids=lambda c: for_code(c).__name__)
+def test_an_answer_for_an_older_generation_leaves_the_new_membership_alone(code):
+    async def main():
+        m = None
+
+        def join_completes_meanwhile(n):
+            m.generation = 8            # the member joined generation 8 before the answer
+
+        client = ScriptedClient([code], join_completes_meanwhile)
+        m = member(client)
+        m.need_rejoin = False
+        with pytest.raises(KafkaError):
+            await m.commit(OFFSETS, timeout=5)
+        assert (m.generation, m.member_id, m.need_rejoin, m.lost) == (8, "m-1", False, False)
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("code, generation, member_id", [
+    (Code.ILLEGAL_GENERATION, -1, "m-1"), (Code.UNKNOWN_MEMBER_ID, -1, "")])
+def test_a_fenced_member_learns_it_from_its_commit(code, generation, member_id):
+    async def main():
+        m = member(ScriptedClient([code]))
+        m.need_rejoin = False
+        with pytest.raises(KafkaError):
+            await m.commit(OFFSETS, timeout=5)
+        assert (m.generation, m.member_id, m.need_rejoin, m.lost) \
+            == (generation, member_id, True, True)
+    asyncio.run(main())
+
+
+def test_a_commit_finding_the_group_rebalancing_asks_to_rejoin():
+    async def main():
+        m = member(ScriptedClient([Code.REBALANCE_IN_PROGRESS]))
+        m.need_rejoin = False
+        with pytest.raises(RebalanceInProgressError):
+            await m.commit(OFFSETS, timeout=5)
+        assert (m.need_rejoin, m.lost, m.generation) == (True, False, 7)
     asyncio.run(main())
