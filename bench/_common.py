@@ -335,12 +335,22 @@ def produce_run(bootstrap: str, topic: str, partitions: int, record_size: int, c
     t0 = time.perf_counter()
     deadline = t0 + seconds
     part = 0
+    full = 0
+    spin = os.environ.get("BENCH_SPIN") == "1"
     while sent < max_records and time.perf_counter() < deadline:
         n = produce_batch(topic, chunk, partition=part)
         sent += n
         if n < len(chunk):          # queue full: the rest carry '_error'; wait, use fresh dicts
+            full += 1
             chunk = [dict(m) for m in template]
-            poll(0.005)
+            if spin:
+                poll(0.005)
+            else:
+                # Wait for room for a whole chunk: retrying at once would fail most of it
+                # again and burn the CPU the broker under test needs (2 shared cores).
+                room_at = len(p) - chunk_len
+                while len(p) > room_at and time.perf_counter() < deadline:
+                    poll(0.005)
         else:
             poll(0)
         part += 1
@@ -352,7 +362,7 @@ def produce_run(bootstrap: str, topic: str, partitions: int, record_size: int, c
     if left:
         raise RuntimeError(f"{left} records still unacknowledged after flush")
     return {"records": sent, "seconds": elapsed, "records_per_s": sent / elapsed,
-            "mb_per_s": sent * record_size / elapsed / MB, "errors": errors[0],
+            "mb_per_s": sent * record_size / elapsed / MB, "errors": errors[0], "queue_full": full,
             "server_cpu_s": sum(cpu.values())}
 
 
@@ -489,6 +499,104 @@ def page_cache_append_ceiling(wd: Path, total: int = 2 << 30) -> dict[str, float
         os.close(fd)
         path.unlink()
     return {"mb_per_s": total / wall / MB, "cpu_ms_per_mb": cpu * 1000 / (total / MB)}
+
+
+def meminfo_mb() -> dict[str, int]:
+    """/proc/meminfo in MiB."""
+    out: dict[str, int] = {}
+    with open("/proc/meminfo") as f:
+        for line in f:
+            key, _, rest = line.partition(":")
+            out[key] = int(rest.split()[0]) // 1024
+    return out
+
+
+class PageCacheFill:
+    """Keeps this machine's free memory full of clean page cache, as on a host that has run
+    a broker (or anything else) for a while: a new page-cache page then comes from
+    reclaiming an old one. On this VM, memory that stays free for a few seconds is handed
+    back to the host (free page reporting), and a page written into it costs a host-side
+    fault: appending costs 1.5-2.5 ms of CPU per MB instead of 0.2-0.5
+    (bench/page_cache_reuse.py). Without this, every produce run measures that.
+
+    The ballast is files of zeros in `dir`, about the size of the RAM, written and fsynced
+    once (clean pages, which reclaim drops without writeback). `top_up()` reads them back
+    in a cycle from where it last stopped, which is where reclaim evicted first, until free
+    memory stops falling. Deleting ballast would free its cached pages, so none is deleted
+    before `close()`."""
+
+    FILE = 64 << 20
+    BLOCK = 16 << 20
+
+    def __init__(self, dir: Path, leave_free_mb: int = 256):
+        self.dir = Path(dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.leave_free_mb = leave_free_mb
+        self.size = meminfo_mb()["MemTotal"] << 20
+        free_disk = shutil.disk_usage(self.dir).free
+        if free_disk < self.size + (16 << 30):
+            raise SystemExit(f"--page-cache full needs {(self.size + (16 << 30)) >> 30} GiB free "
+                             f"on {self.dir}'s disk, it has {free_disk >> 30} GiB")
+        self.files: list[Path] = []
+        self.cursor = 0
+        self.buf = bytearray(self.BLOCK)
+        self.target_mb = leave_free_mb
+
+    def _room(self) -> bool:
+        return meminfo_mb()["MemFree"] > self.target_mb
+
+    def _write_ballast(self) -> int:
+        block, written = bytes(self.BLOCK), 0
+        while written < self.size:
+            path = self.dir / f"ballast-{len(self.files):06d}"
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            try:
+                for _ in range(self.FILE // self.BLOCK):
+                    written += os.write(fd, block)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            self.files.append(path)
+        return written
+
+    def _read_next(self) -> int:
+        path = self.files[self.cursor]
+        self.cursor = (self.cursor + 1) % len(self.files)
+        n = 0
+        with open(path, "rb", buffering=0) as f:
+            while (got := f.readinto(self.buf)):
+                n += got
+        return n
+
+    def top_up(self) -> dict[str, float]:
+        """Bring ballast back into the page cache until free memory is down to where the
+        first fill left it (the kernel keeps some memory free in zones that other
+        allocations may need) or the whole ballast was read once; what it took."""
+        t0 = time.perf_counter()
+        written = moved = 0
+        if not self.files:
+            written = self._write_ballast()
+            # Read on until free memory stops falling: that level is what a full page
+            # cache looks like on this machine, the goal of every later top-up.
+            window = 1 << 30
+            samples = [(0, meminfo_mb()["MemFree"])]
+            while self._room() and moved < self.size:
+                moved += self._read_next()
+                samples.append((moved, meminfo_mb()["MemFree"]))
+                past = [f for m, f in samples if m <= moved - window]
+                if past and past[-1] - samples[-1][1] < (window >> 20) // 4:
+                    break
+            self.target_mb = max(self.leave_free_mb, meminfo_mb()["MemFree"] + 256)
+        while self._room() and moved < self.size:
+            moved += self._read_next()
+        return {"written_mb": written / MB, "read_mb": moved / MB,
+                "seconds": time.perf_counter() - t0, "mem_free_mb": meminfo_mb()["MemFree"],
+                "target_free_mb": self.target_mb}
+
+    def close(self) -> None:
+        for path in self.files:
+            path.unlink(missing_ok=True)
+        self.files.clear()
 
 
 def page_reporting() -> dict[str, str]:

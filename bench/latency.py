@@ -5,6 +5,7 @@ the same run, librdkafka's 3-broker mock cluster as the ceiling.
     .venv/bin/python bench/latency.py                       # 50 MB/s of 1 KiB, 15 s, 2 repeats
     .venv/bin/python bench/latency.py --quick               # 1 repeat, 6 s
     .venv/bin/python bench/latency.py --rate-mb 50 --seconds 20 --systems strom-3 --json lat.json
+    .venv/bin/python bench/latency.py --page-cache full     # as on a host that has run a while
 
 Each record carries its send time (perf_counter_ns, CLOCK_MONOTONIC: one clock for every
 process on the host) in its first 8 bytes; the consumer runs in a spawned process of its own
@@ -22,8 +23,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._common import (MB, MockCluster, StromCluster, best_and_spread, loadavg, log,  # noqa: E402
-                           machine, percentile, print_table, use_broker_repo, workdir, write_json)
+from bench._common import (MB, MockCluster, PageCacheFill, StromCluster,  # noqa: E402
+                           best_and_spread, loadavg, log, machine, percentile, print_table,
+                           use_broker_repo, workdir, write_json)
 
 _TS = struct.Struct(">q")
 FETCH_WAIT_MS = 5     # the mock cluster answers a fetch only after this (no long-poll wake-up)
@@ -139,6 +141,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="consumer fetch.wait.max.ms (librdkafka's mock answers only after it)")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--broker-repo", metavar="DIR", help="run strom from this checkout (before/after)")
+    ap.add_argument("--page-cache", choices=["as-is", "full"], default="as-is",
+                    help="full: fill free memory with clean page cache before every run, as on a "
+                         "host that has been running a while (see produce_consume.py)")
     ap.add_argument("--json")
     a = ap.parse_args(sys.argv[1:] if argv is None else argv)
     if a.quick:
@@ -148,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     use_broker_repo(a.broker_repo, info)
     results = []
     with workdir() as wd:
+        fill = PageCacheFill(wd / "ballast") if a.page_cache == "full" else None
         for system in a.systems.split(","):
             log(f"starting {system}")
             sut = StromCluster(wd, 3) if system == "strom-3" else MockCluster(3)
@@ -156,10 +162,13 @@ def main(argv: list[str] | None = None) -> int:
                 for r in range(a.repeats):
                     topic = f"lat-{r}"
                     sut.create_topic(topic, a.partitions, 3)
+                    filled = fill.top_up() if fill else None
                     load = loadavg()
                     res = run_once(sut.bootstrap, topic, a.partitions, a.record_size, a.rate_mb,
                                    a.seconds, a.warmup)
                     res["loadavg"] = load
+                    if filled:
+                        res["page_cache_fill"] = filled
                     log(f"{system} run {r}: {res}")
                     runs.append(res)
             finally:
@@ -167,9 +176,12 @@ def main(argv: list[str] | None = None) -> int:
             results.append({"system": system, "runs": runs,
                             **{k: best_and_spread([x[k] for x in runs], higher_is_better=False)
                                for k in ("p50_ms", "p99_ms", "p999_ms")}})
+        if fill:
+            fill.close()
     print()
     print(f"end-to-end latency, {a.rate_mb} MB/s offered, {a.record_size} B records, "
-          f"{a.partitions} partitions, rf=3 acks=all; best of {a.repeats} runs of {a.seconds}s")
+          f"{a.partitions} partitions, rf=3 acks=all; best of {a.repeats} runs of {a.seconds}s; "
+          f"page cache {'full' if fill else 'as found'}")
     rows = []
     for r in results:
         best = min(r["runs"], key=lambda x: x["p99_ms"])

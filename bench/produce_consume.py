@@ -9,6 +9,7 @@ all in the same run, with strom / ceiling ratios.
     .venv/bin/python bench/produce_consume.py                  # full matrix, ~10 min
     .venv/bin/python bench/produce_consume.py --quick          # 1 repeat, fewer workloads
     .venv/bin/python bench/produce_consume.py --systems strom-1,mock-1 --sizes 1024 --json out.json
+    .venv/bin/python bench/produce_consume.py --page-cache full   # as on a host that has run a while
 
 Each cell is the best of --repeats runs (spread = (max-min)/best in the JSON); a produce run
 lasts --seconds then flushes; the consume run reads that run's records back from the page
@@ -24,10 +25,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._common import (MockCluster, StromBroker, StromCluster, best_and_spread,  # noqa: E402
-                           consume_run, loadavg, raw_fetch_run, log, loopback_ceiling, machine, print_table,
-                           page_cache_append_ceiling, produce_run, sendfile_ceiling, use_broker_repo, workdir,
-                           write_json)
+from bench._common import (MockCluster, PageCacheFill, StromBroker, StromCluster,  # noqa: E402
+                           best_and_spread, consume_run, loadavg, raw_fetch_run, log, loopback_ceiling,
+                           machine, print_table, page_cache_append_ceiling, produce_run, sendfile_ceiling,
+                           use_broker_repo, workdir, write_json)
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -48,6 +49,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--broker-repo", metavar="DIR",
                     help="run the strom brokers from this checkout (e.g. a git worktree of the "
                          "commit before an optimisation) for before/after comparisons")
+    ap.add_argument("--page-cache", choices=["as-is", "full"], default="as-is",
+                    help="full: before every produce run, fill free memory with clean page cache "
+                         "(PageCacheFill), the state of a host that has been running for a while; "
+                         "needs free disk of about the RAM size plus 12 GiB")
     ap.add_argument("--json", help="write every run to this file")
     a = ap.parse_args(argv)
     if a.quick:
@@ -101,7 +106,8 @@ def mock_consume(sut, topic: str, size: int, comp: str, a: argparse.Namespace) -
     return r, raw
 
 
-def run_system(system: str, a: argparse.Namespace, wd: Path) -> list[dict]:
+def run_system(system: str, a: argparse.Namespace, wd: Path,
+               fill: PageCacheFill | None = None) -> list[dict]:
     rf = 3 if system.endswith("-3") else 1
     acks = "all" if rf == 3 else "1"
     log(f"starting {system}")
@@ -113,6 +119,7 @@ def run_system(system: str, a: argparse.Namespace, wd: Path) -> list[dict]:
             for r in range(a.repeats):
                 topic = f"bench-{size}-{parts}-{comp}-{r}"
                 sut.create_topic(topic, parts, rf)
+                filled = fill.top_up() if fill else None
                 load = loadavg()
                 pr = produce_run(sut.bootstrap, topic, parts, size, comp, acks, a.seconds,
                                  a.max_records, sut.pids())
@@ -125,6 +132,8 @@ def run_system(system: str, a: argparse.Namespace, wd: Path) -> list[dict]:
                         fr = raw_fetch_run(sut.bootstrap, topic, parts, pr["records"] + parts,
                                            size, sut.pids())
                 pr["loadavg"] = cr["loadavg"] = load
+                if filled:
+                    pr["page_cache_fill"] = filled
                 log(f"{system} {size}B p={parts} {comp} run {r}: produce {pr['records_per_s']:,.0f} rec/s "
                     f"{pr['mb_per_s']:.1f} MB/s; consume {cr['records_per_s']:,.0f} rec/s "
                     f"{cr['mb_per_s']:.1f} MB/s; raw fetch "
@@ -160,10 +169,17 @@ def main(argv: list[str] | None = None) -> int:
     results: list[dict] = []
     ceilings: dict[str, dict] = {}
     with workdir() as wd:
+        fill = PageCacheFill(wd / "ballast") if a.page_cache == "full" else None
+        if fill:
+            log(f"page cache: filling free memory with clean ballast: {fill.top_up()}")
         if not a.no_ceilings:
             ceilings["loopback_mb_s"] = best_and_spread([loopback_ceiling() for _ in range(max(2, a.repeats))])
             ceilings["sendfile_mb_s"] = best_and_spread([sendfile_ceiling(wd) for _ in range(max(2, a.repeats))])
-            appends = [page_cache_append_ceiling(wd) for _ in range(max(2, a.repeats))]
+            appends = []
+            for _ in range(max(2, a.repeats)):
+                if fill:
+                    fill.top_up()
+                appends.append(page_cache_append_ceiling(wd))
             ceilings["append_mb_s"] = best_and_spread([x["mb_per_s"] for x in appends])
             ceilings["append_cpu_ms_per_mb"] = best_and_spread([x["cpu_ms_per_mb"] for x in appends],
                                                                higher_is_better=False)
@@ -171,7 +187,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"sendfile {ceilings['sendfile_mb_s']['best']:.0f} MB/s, page-cache append "
                 f"{ceilings['append_mb_s']['best']:.0f} MB/s")
         for system in a.systems.split(","):
-            results.extend(run_system(system.strip(), a, wd))
+            results.extend(run_system(system.strip(), a, wd, fill))
+        if fill:
+            fill.close()
 
     # The table: strom rows with the matching mock row as the ceiling.
     by_key = {(r["system"], r["record_size"], r["partitions"], r["compression"]): r for r in results}
@@ -196,7 +214,9 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(row)
     print()
     print(f"repeats={a.repeats} seconds={a.seconds} cpus={info['cpus']} ({info['cpu']}), "
-          f"librdkafka {info['librdkafka']}; best of runs, spread=(max-min)/best")
+          f"librdkafka {info['librdkafka']}; best of runs, spread=(max-min)/best; page cache "
+          + ("full (free memory filled with clean ballast before each produce run)"
+             if a.page_cache == "full" else "as found (new pages come from free memory)"))
     if ceilings:
         print(f"ceilings: loopback TCP {ceilings['loopback_mb_s']['best']:,.0f} MB/s "
               f"(spread {ceilings['loopback_mb_s']['spread']:.0%}), sendfile->socket "
