@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import inspect
 import logging
 import signal
 import sys
@@ -186,7 +187,7 @@ class Broker:
             asyncio.create_task(self._clean_logs()),
             asyncio.create_task(self._shrink_isrs()),
             asyncio.create_task(self._every(self.config.get("log.flush.offset.checkpoint.interval.ms"),
-                                            self.log_manager.checkpoint_recovery_points)),
+                                            self.log_manager.checkpoint_recovery_points_async)),
         ]
 
     async def _start_metrics(self) -> None:
@@ -228,7 +229,9 @@ class Broker:
         while True:
             await asyncio.sleep(interval_ms / 1000.0)
             try:
-                fn()
+                result = fn()
+                if inspect.isawaitable(result):
+                    await result
             except Exception:
                 log.exception("periodic task %s failed", getattr(fn, "__name__", fn))
 

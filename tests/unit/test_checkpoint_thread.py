@@ -1,0 +1,110 @@
+"""The periodic checkpoint writes and fsyncs its files on a thread of its own: an fsync
+waits for the file system's journal (0.4-0.75 s under heavy writes in the latency
+benchmark), and on the event loop it held every request of the broker meanwhile. Writes
+stay in the order their offsets were taken."""
+from __future__ import annotations
+
+import asyncio
+import time
+
+from broker.log import LogConfig, LogManager, checkpoints
+from clients.protocol.records import Record, build_batch
+
+SLOW_S = 0.2
+
+
+def _manager(tmp_path) -> LogManager:
+    m = LogManager([str(tmp_path / "logs")], LogConfig())
+    log = m.create_log("t", 0)
+    for i in range(5):
+        log.append_as_leader(build_batch([Record(None, b"v%d" % i)]), 0)
+    return m
+
+
+def _slow_writes(monkeypatch) -> list[tuple[str, dict]]:
+    real = checkpoints.write_offsets
+    written: list[tuple[str, dict]] = []
+
+    def slow(path, offsets):
+        time.sleep(SLOW_S)              # a journal commit under load
+        real(path, offsets)
+        written.append((path.rsplit("/", 1)[-1], dict(offsets)))
+    monkeypatch.setattr(checkpoints, "write_offsets", slow)
+    return written
+
+
+def _hw_file(tmp_path) -> list[str]:
+    return (tmp_path / "logs" / "replication-offset-checkpoint").read_text().split("\n")[:3]
+
+
+def test_the_periodic_checkpoint_does_not_hold_the_event_loop(tmp_path, monkeypatch):
+    m = _manager(tmp_path)
+    m.get_log("t", 0).high_watermark = 3
+    written = _slow_writes(monkeypatch)
+
+    async def main() -> tuple[float, float]:
+        loop = asyncio.get_running_loop()
+        gaps: list[float] = []
+        last = loop.time()
+
+        async def ticker():
+            nonlocal last
+            while True:
+                await asyncio.sleep(0.01)
+                now = loop.time()
+                gaps.append(now - last)
+                last = now
+        t = loop.create_task(ticker())
+        start = loop.time()
+        await m.checkpoint_recovery_points_async()
+        took = loop.time() - start
+        t.cancel()
+        return took, max(gaps)
+
+    took, longest_gap = asyncio.run(main())
+    assert len(written) >= 3 and took >= 3 * SLOW_S
+    assert longest_gap < SLOW_S / 2, f"the loop stood still for {longest_gap:.3f} s"
+    assert _hw_file(tmp_path) == ["0", "1", "t 0 3"]
+    m.close()
+
+
+def test_a_later_blocking_checkpoint_lands_after_the_one_in_flight(tmp_path, monkeypatch):
+    # A truncation (or deletion) checkpoints at once while the periodic write of older
+    # offsets is still in flight: the newer offsets must be what stays on disk.
+    m = _manager(tmp_path)
+    log = m.get_log("t", 0)
+    log.high_watermark = 3
+    written = _slow_writes(monkeypatch)
+
+    async def main() -> None:
+        periodic = asyncio.get_running_loop().create_task(m.checkpoint_recovery_points_async())
+        await asyncio.sleep(SLOW_S / 4)          # its offsets are taken, its writes under way
+        log.high_watermark = 5
+        m.checkpoint_recovery_points()           # blocking: after the write in flight
+        await periodic
+
+    asyncio.run(main())
+    hw = [offsets for name, offsets in written if name == "replication-offset-checkpoint"]
+    assert hw == [{("t", 0): 3}, {("t", 0): 5}]
+    assert _hw_file(tmp_path) == ["0", "1", "t 0 5"]
+    m.close()
+
+
+def test_a_failed_write_is_reported_to_the_caller(tmp_path, monkeypatch):
+    m = _manager(tmp_path)
+
+    def broken(path, offsets):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(checkpoints, "write_offsets", broken)
+
+    async def main() -> None:
+        await m.checkpoint_recovery_points_async()
+
+    try:
+        asyncio.run(main())
+    except OSError as e:
+        assert e.errno == 28
+    else:
+        raise AssertionError("the periodic checkpoint swallowed a failed write")
+    monkeypatch.undo()
+    m.close()
