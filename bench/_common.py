@@ -348,7 +348,7 @@ def produce_run(bootstrap: str, topic: str, partitions: int, record_size: int, c
             else:
                 # Wait for room for a whole chunk: retrying at once would fail most of it
                 # again and burn the CPU the broker under test needs (2 shared cores).
-                room_at = len(p) - chunk_len
+                room_at = max(len(p) // 2, len(p) - chunk_len)
                 while len(p) > room_at and time.perf_counter() < deadline:
                     poll(0.005)
         else:

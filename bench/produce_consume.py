@@ -52,7 +52,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--page-cache", choices=["as-is", "full"], default="as-is",
                     help="full: before every produce run, fill free memory with clean page cache "
                          "(PageCacheFill), the state of a host that has been running for a while; "
-                         "needs free disk of about the RAM size plus 12 GiB")
+                         "needs free disk of about the RAM size plus 16 GiB")
     ap.add_argument("--json", help="write every run to this file")
     a = ap.parse_args(argv)
     if a.quick:

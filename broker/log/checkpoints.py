@@ -11,8 +11,9 @@ the leader epoch checkpoint (`leader-epoch-checkpoint`, one per partition dir) h
 
 A write goes to `<file>.tmp`, is fsynced, renamed over the file and the directory is
 fsynced, so after a crash the file is either the old or the new version, never a mix.
-Blocking I/O; called from the event-loop thread on rare events (checkpoint interval, epoch
-change, shutdown).
+Blocking I/O: the log manager's offset checkpoints run on its checkpoint thread, the
+leader-epoch checkpoint and producer snapshots on the event-loop thread on rare events
+(epoch change, roll).
 """
 from __future__ import annotations
 

@@ -14,7 +14,8 @@ The broker calls, on the event-loop thread: `flush_due` and `tick` about every s
 every log.flush.offset.checkpoint.interval.ms (its files are written and fsynced on a
 thread of their own), `run_cleaner` repeatedly (again at once
 while it returns 1, after log.cleaner.backoff.ms when it returns 0), `close` at
-shutdown. All methods are synchronous and do blocking file I/O (construction may take
+shutdown. All methods but `checkpoint_recovery_points_async` are synchronous and do
+blocking file I/O (construction may take
 long after a crash: the caller can run it in a thread before the event loop serves
 requests).
 """
@@ -61,6 +62,7 @@ class LogManager:
                  producer_id_expiration_ms: int = 86400000, cleaner_enabled: bool = True,
                  cleaner_dedupe_buffer_size: int = DEFAULT_DEDUPE_BUFFER_SIZE):
         self._checkpoint_writer: concurrent.futures.ThreadPoolExecutor | None = None
+        self._closed = False
         if not log_dirs:
             raise ValueError("at least one log dir is required")
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
@@ -175,14 +177,24 @@ class LogManager:
     # ----------------------------------------------------------------- periodic work
     def checkpoint_recovery_points(self) -> None:
         """Write every log dir's recovery point and log start offset checkpoints (blocking)."""
+        if self._after_close("checkpoint"):
+            return
         self._checkpoints_thread().submit(_write_checkpoints, self._snapshot_all()).result()
 
     async def checkpoint_recovery_points_async(self) -> None:
         """The periodic checkpoint: the offsets are taken on the loop, the files written and
         fsynced on the checkpoint thread. An fsync waits for the file system's journal,
         which under heavy writes took 0.4-0.75 s and held every request of the broker."""
+        if self._after_close("periodic checkpoint"):
+            return
         snapshot = self._snapshot_all()
         await asyncio.wrap_future(self._checkpoints_thread().submit(_write_checkpoints, snapshot))
+
+    def _after_close(self, what: str) -> bool:
+        # After close() the files and the clean-shutdown marker are final.
+        if self._closed:
+            log.warning("%s after the log manager closed: skipped", what)
+        return self._closed
 
     def _checkpoints_thread(self) -> concurrent.futures.ThreadPoolExecutor:
         # One thread: writes of the same files happen one at a time, in the order their
@@ -212,6 +224,8 @@ class LogManager:
     def _checkpoint_dir(self, log_dir: str) -> None:
         """Blocking, after any checkpoint write in flight (truncation, deletion, cleaning
         must be on disk before they return)."""
+        if self._after_close("checkpoint"):
+            return
         self._checkpoints_thread().submit(_write_checkpoints, self._snapshot_dir(log_dir)).result()
 
     def flush_due(self, now_ms: int) -> int:
@@ -278,16 +292,19 @@ class LogManager:
         clean-shutdown marker (so the next start skips recovery)."""
         for plog in self._logs.values():
             plog.close()
-        self.checkpoint_recovery_points()
+        try:
+            self.checkpoint_recovery_points()
+        finally:
+            self._closed = True
+            if self._checkpoint_writer is not None:
+                self._checkpoint_writer.shutdown(wait=True)
+                self._checkpoint_writer = None
         self.deleter.run_all()
         for _, path, deleted in self._dirs_to_delete:
             if deleted is not None:
                 deleted.close_handlers()
             shutil.rmtree(path, ignore_errors=True)
         self._dirs_to_delete = []
-        if self._checkpoint_writer is not None:
-            self._checkpoint_writer.shutdown(wait=True)
-            self._checkpoint_writer = None
         for d in self.log_dirs:
             checkpoints.atomic_write(os.path.join(d, CLEAN_SHUTDOWN_FILE), b"")
 

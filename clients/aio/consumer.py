@@ -421,10 +421,10 @@ class AsyncConsumer:
     def _maybe_auto_commit(self, now: float) -> None:
         if not self._auto_commit or now < self._next_auto_commit or not self._assignment:
             return
-        self._next_auto_commit = now + self._auto_commit_interval
         if self._subscribed and self._group is not None and (
                 self._group.need_rejoin or self._join_task is not None):
-            return                          # the rebalance commits before revoking
+            return          # the rebalance commits before revoking; due again right after it
+        self._next_auto_commit = now + self._auto_commit_interval
         offsets = self._positions(self._assignment)
         if offsets:
             task = asyncio.get_running_loop().create_task(self._commit_positions_quietly(list(offsets)))

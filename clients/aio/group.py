@@ -368,12 +368,13 @@ class GroupMember:
         # the partitions may have moved to another member, whose newer commits this one
         # would overwrite with older offsets.
         generation, member_id = self.generation, self.member_id
-        if as_member and self._joining:
-            # Between JoinGroup and SyncGroup the coordinator refuses it, and before that
-            # it races the join: the rebalance commits before it revokes (as in Java).
-            raise for_code(Code.REBALANCE_IN_PROGRESS)(
-                f"OffsetCommit of group {self.group_id!r} not sent: the member is rejoining")
         while True:
+            if as_member and self._joining:
+                # Between JoinGroup and SyncGroup the coordinator refuses it, and before
+                # that it races the join: the rebalance commits before it revokes (as in
+                # Java). Checked before every attempt: a retry may find a join started.
+                raise for_code(Code.REBALANCE_IN_PROGRESS)(
+                    f"OffsetCommit of group {self.group_id!r} not sent: the member is rejoining")
             if as_member and (self.generation, self.member_id) != (generation, member_id):
                 raise for_code(Code.REBALANCE_IN_PROGRESS)(
                     f"OffsetCommit of group {self.group_id!r} abandoned: the group rebalanced "

@@ -108,3 +108,17 @@ def test_a_failed_write_is_reported_to_the_caller(tmp_path, monkeypatch):
         raise AssertionError("the periodic checkpoint swallowed a failed write")
     monkeypatch.undo()
     m.close()
+
+
+def test_no_checkpoint_is_written_after_close(tmp_path, monkeypatch):
+    # The clean-shutdown marker says the files are final: a periodic task still running
+    # at shutdown must not rewrite them afterwards.
+    m = _manager(tmp_path)
+    m.get_log("t", 0).high_watermark = 4
+    m.close()
+    written = _slow_writes(monkeypatch)
+    m.get_log("t", 0).high_watermark = 5
+    asyncio.run(m.checkpoint_recovery_points_async())
+    m.checkpoint_recovery_points()
+    assert written == []
+    assert _hw_file(tmp_path) == ["0", "1", "t 0 4"]
