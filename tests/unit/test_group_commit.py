@@ -130,3 +130,31 @@ def test_a_commit_finding_the_group_rebalancing_asks_to_rejoin():
             await m.commit(OFFSETS, timeout=5)
         assert (m.need_rejoin, m.lost, m.generation) == (True, False, 7)
     asyncio.run(main())
+
+
+def test_an_auto_commit_skipped_for_a_rebalance_is_due_right_after_it():
+    # Skipping must not push the timer a whole auto.commit.interval.ms on: in a
+    # cooperative rebalance the kept partitions are consumed throughout the join.
+    from clients.aio.consumer import AsyncConsumer
+
+    async def main():
+        c = AsyncConsumer(config={"bootstrap.servers": "127.0.0.1:1", "group.id": "g",
+                                  "auto.commit.interval.ms": 5000})
+        commits = []
+
+        async def commit_quietly(tps):
+            commits.append(sorted(tps))
+        c._commit_positions_quietly = commit_quietly
+        c._positions = lambda tps: {tp: OffsetAndMetadata(10) for tp in tps}
+        c._subscribed, c._assignment = True, {TopicPartition("t", 0)}
+        c._group = member(ScriptedClient([]))
+        c._group.need_rejoin = False
+        c._join_task = object()                  # a join in flight
+        c._maybe_auto_commit(100.0)
+        assert commits == [] and c._next_auto_commit == 0.0
+        c._join_task = None                      # the rebalance is over
+        c._maybe_auto_commit(100.1)
+        await asyncio.sleep(0)
+        assert commits == [[TopicPartition("t", 0)]]
+        assert c._next_auto_commit == 105.1
+    asyncio.run(main())
