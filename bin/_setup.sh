@@ -6,6 +6,8 @@
 #                        a Java runtime for PySpark)
 #   strom_setup_python   create .venv if needed; pip install -e '.[test,spark]' when pyproject.toml
 #                        (or the extras installed) changed
+#   strom_setup_node     for the tests: kafkajs into tests/js/node_modules (`npm ci`, pinned by
+#                        tests/js/package-lock.json); as root apt-get install nodejs npm if missing
 #   strom_spark_env      export what Spark's Python workers need (PYSPARK_PYTHON = the venv's)
 #   strom_launch KIND NAME DAEMON CMD...   record data/run/KIND-NAME.pid, run CMD in the foreground
 #                        (exec) or, with DAEMON=1, in the background with output in data/logs/
@@ -86,6 +88,32 @@ strom_setup_python() {
         return 1
     fi
     echo "$want" > "$STROM_STAMP"
+}
+
+# kafkajs, the Node.js client tests/integration/test_kafkajs.py drives. Only bin/run-tests.sh
+# needs it; a failure here is reported and the kafkajs tests then skip (or fail under CI=true).
+strom_setup_node() {
+    local stamp=tests/js/node_modules/.strom-install-stamp want
+    if ! command -v npm >/dev/null 2>&1; then
+        if [ "$(id -u)" -ne 0 ]; then
+            say "npm not found (not root, so not installing it: sudo apt-get install -y nodejs npm);" \
+                "the kafkajs tests are skipped"
+            return 0
+        fi
+        say "apt-get install -y nodejs npm"
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null ||
+            { say "could not install nodejs and npm: the kafkajs tests are skipped"; return 0; }
+    fi
+    want="$(sha256sum tests/js/package-lock.json | cut -d' ' -f1)"
+    if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+        return 0
+    fi
+    say "npm ci in tests/js (kafkajs, pinned by tests/js/package-lock.json)"
+    if ! (cd tests/js && npm ci --no-audit --no-fund --loglevel=error) >&2; then
+        say "npm ci failed: the kafkajs tests are skipped"
+        return 0
+    fi
+    echo "$want" > "$stamp"
 }
 
 # Spark's Python workers must run the venv's interpreter (the system python has neither

@@ -9,6 +9,7 @@ cd "$(dirname "$0")/.."
 source bin/_setup.sh
 
 strom_setup
+strom_setup_node
 say "running: $STROM_VENV/bin/python -m pytest $*"
 rc=0
 "$STROM_VENV/bin/python" -m pytest "$@" || rc=$?
