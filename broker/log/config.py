@@ -35,7 +35,7 @@ class LogConfig:
     message_timestamp_after_max_ms: int = LONG_MAX
     file_delete_delay_ms: int = 60000
     cleanup_policy: str = "delete"                  # "delete", "compact" or "compact,delete"
-    compression_type: str = "producer"              # batches are never re-encoded (invariant 6)
+    compression_type: str = "producer"              # else the codec batches are stored in (recompress.py)
     preallocate: bool = False                       # ignored
     delete_retention_ms: int = 86400000             # for the cleaner
     min_compaction_lag_ms: int = 0

@@ -43,6 +43,7 @@ from .config import LogConfig
 from .errors import KafkaStorageError, OffsetOutOfRangeError, RecordListTooLargeError
 from .leader_epoch import LeaderEpochCache
 from .producer_state import ORIGIN_CLIENT, ProducerStateManager
+from .recompress import recompress_batches, target_codec
 from .log_loader import load_segments, rebuild_producer_state
 from .segment import SWAP_SUFFIX, BatchInfo, FileRegion, LogSegment, SegmentDeleter
 from .segment import now_ms as _clock
@@ -228,6 +229,15 @@ class PartitionLog:
         validate_leader_batches(batches, cfg, now, origin)
         if cfg.compact:
             validate_record_keys(view, batches, self.name)
+        codec = target_codec(cfg.compression_type)
+        if codec is not None and origin == ORIGIN_CLIENT:
+            rebuilt = recompress_batches(view, batches, codec)
+            if rebuilt is not None:
+                # Ours now, patched in place below. Sizes changed: check them again, as
+                # Kafka does after recompressing.
+                records = view = memoryview(rebuilt)
+                batches = scan_batches(view)
+                validate_leader_batches(batches, cfg, now, origin)
         if len(view) > cfg.segment_bytes:
             raise RecordListTooLargeError(
                 f"record set of {len(view)} bytes exceeds segment.bytes {cfg.segment_bytes}")

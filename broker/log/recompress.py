@@ -1,0 +1,63 @@
+"""A topic's `compression.type`, applied to what producers send (Kafka's LogValidator with
+BrokerCompression.targetCompression).
+
+`producer` (the default) keeps every batch as it came, and this module is never called: the
+hot path stays free of decompression (DESIGN invariant 6). Any other value (`uncompressed`,
+`gzip`, `snappy`, `lz4`, `zstd`) is the codec batches are stored in; a batch in another codec
+is rewritten. Only the records section changes hands between codecs: it is the same
+sequence of records compressed or not, so offsets deltas, timestamps, producer id, epoch and
+sequence, and the transactional flag stay as the producer wrote them; the header gets the new
+codec bits, length and CRC. Records are never parsed one by one. Pure functions.
+"""
+from __future__ import annotations
+
+import struct
+from functools import lru_cache
+
+from clients.protocol import compression
+from clients.protocol.batch_header import (ATTRIBUTES_OFFSET, COMPRESSION_MASK, HEADER_SIZE,
+                                           LOG_OVERHEAD, BatchHeader, write_crc)
+
+_INT16 = struct.Struct(">h")
+_INT32 = struct.Struct(">i")
+_LENGTH_OFFSET = 8
+
+
+@lru_cache(maxsize=16)    # called for every append: the config string maps to a codec once
+def target_codec(compression_type: str) -> int | None:
+    """The codec a topic stores batches in; None for `producer` (keep the producer's)."""
+    name = compression_type.strip().lower()
+    if name == "producer":
+        return None
+    return compression.codec_for_name(name)      # "uncompressed" is an alias of none
+
+
+def recompress_batches(buf: memoryview, batches: list[tuple[int, BatchHeader]],
+                       codec: int) -> bytearray | None:
+    """The record set with every batch in `codec`, or None if all of them already are (the
+    common case: nothing is copied). Control batches are left as they are. Raises
+    CorruptMessageError for a records section that does not decompress (the CRC was fine,
+    so the producer compressed garbage)."""
+    if all(h.compression == codec or h.is_control for _, h in batches):
+        return None
+    out = bytearray()
+    for pos, h in batches:
+        end = pos + h.total_size
+        if h.compression == codec or h.is_control:
+            out += buf[pos:end]
+            continue
+        section = buf[pos + HEADER_SIZE:end]
+        raw = section if h.compression == compression.NONE else \
+            compression.decompress(h.compression, section)
+        # An empty records section stays empty in any codec (a batch without records).
+        if codec != compression.NONE and len(raw):
+            raw = compression.compress(codec, raw)
+        start = len(out)
+        out += buf[pos:pos + HEADER_SIZE]
+        out += raw
+        total = len(out) - start
+        _INT32.pack_into(out, start + _LENGTH_OFFSET, total - LOG_OVERHEAD)
+        _INT16.pack_into(out, start + ATTRIBUTES_OFFSET,
+                         (h.attributes & ~COMPRESSION_MASK) | codec)
+        write_crc(out, start, total)
+    return out
