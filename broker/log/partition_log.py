@@ -10,7 +10,9 @@ Invariants kept here (DESIGN.md 1, 2, 6):
   batches are validated completely, then written with one os.write, or not at all;
 - reads never pass `max_offset` (the caller's high watermark or last stable offset) and
   return file regions of whole batches; records are never decoded, decompressed or copied
-  into Python (only 61-byte headers are read, with os.pread);
+  into Python (only 61-byte headers are read, with os.pread); appends neither, except on a
+  topic whose compression.type names a codec (recompress.py rewrites batches in another
+  one) or a compacted one (every record needs a key);
 - after a crash at any instant, opening recovers every segment from the recovery point on
   (framing + CRC of each batch) and truncates the torn tail, so the log ends on the last
   whole valid batch and the next append continues densely from there;
@@ -639,18 +641,22 @@ class PartitionLog:
                 f"{self._hw}")
         if offset > self.log_start_offset:
             self._move_log_start(offset)
-            self._delete_oldest(lambda seg, nxt: nxt.base_offset <= self.log_start_offset)
+            # Never the active segment, as Kafka: the log start moves inside it instead.
+            self._delete_oldest(lambda seg, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset)
         return self.log_start_offset
 
     def delete_retention_segments(self, now_ms: int) -> int:
         """Delete the oldest segments that are wholly below the log start, older than
         retention.ms (largest timestamp) or beyond retention.bytes; returns how many.
 
-        Never the active segment (Kafka would roll an expired active segment and delete it;
-        here it stays until an append rolls it), never a segment holding offsets at or
-        above the high watermark, and only with cleanup.policy containing "delete" for the
-        time and size limits."""
-        deleted = self._delete_oldest(lambda seg, nxt: nxt.base_offset <= self.log_start_offset)
+        As Kafka (UnifiedLog.deletableSegments): the active segment goes too once it breaches
+        retention and everything in it is replicated, so an idle topic does not keep expired
+        records; a new empty segment is rolled at the log end first (the log start moves
+        there, offsets continue). Never a segment holding offsets at or above the high
+        watermark, and only with cleanup.policy containing "delete" for the time and size
+        limits."""
+        deleted = self._delete_oldest(
+            lambda seg, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset)
         cfg = self.config
         if not cfg.delete_enabled:
             return deleted
@@ -659,7 +665,7 @@ class PartitionLog:
             if excess > 0:
                 budget = [excess]
 
-                def over_size(seg: LogSegment, nxt: LogSegment) -> bool:
+                def over_size(seg: LogSegment, nxt: LogSegment | None) -> bool:
                     if budget[0] - seg.size < 0:
                         return False
                     budget[0] -= seg.size
@@ -670,16 +676,24 @@ class PartitionLog:
                 lambda seg, nxt: now_ms - seg.largest_timestamp > cfg.retention_ms)
         return deleted
 
-    def _delete_oldest(self, predicate: Callable[[LogSegment, LogSegment], bool]) -> int:
+    def _delete_oldest(self, predicate: Callable[[LogSegment, LogSegment | None], bool]) -> int:
+        """Delete the oldest segments while `predicate(segment, next segment or None)` holds
+        and the high watermark is past the segment's last offset; an empty active segment
+        stays. When all of them go, a new active segment is rolled at the log end first: a
+        log always has one."""
         n = 0
         segs = self.segments
-        while n < len(segs) - 1:
-            nxt = segs[n + 1]
-            if self._hw < nxt.base_offset or not predicate(segs[n], nxt):
+        while n < len(segs):
+            nxt = segs[n + 1] if n + 1 < len(segs) else None
+            upper = self._leo if nxt is None else nxt.base_offset
+            if self._hw < upper or (nxt is None and segs[n].size == 0) or \
+                    not predicate(segs[n], nxt):
                 break
             n += 1
         if n == 0:
             return 0
+        if n == len(segs):
+            self.roll()
         gone = segs[:n]
         del segs[:n]
         del self._bases[:n]

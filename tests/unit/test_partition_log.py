@@ -320,13 +320,17 @@ def test_retention_by_size_deletes_oldest_whole_segments(tmp_path):
     assert any(n.endswith(".deleted") for n in os.listdir(log.dir))
     assert log.deleter.run_due(2**62) == deleted
     assert not any(n.endswith(".deleted") for n in os.listdir(log.dir))
-    # retention.bytes=0: everything but the active segment
+    # retention.bytes=0: everything, the active segment too (as Kafka); offsets go on
     log.update_config(LogConfig(segment_bytes=600, retention_bytes=0))
     log.delete_retention_segments(now_ms=0)
-    assert log.segments == [active] and log.log_start_offset == active.base_offset
+    assert len(log.segments) == 1 and log.active_segment is not active
+    assert log.active_segment.size == 0
+    assert log.log_start_offset == log.active_segment.base_offset == log.log_end_offset == 80
+    assert log.read(80, 100).size == 0
+    assert log.append_as_leader(batch(1), 0).first_offset == 80
 
 
-def test_retention_by_time_stops_at_first_young_segment_and_spares_active(tmp_path):
+def test_retention_by_time_stops_at_first_young_segment_then_takes_the_active_one(tmp_path):
     log = _segment_log(tmp_path, retention_ms=10_000)
     last_ts = 10_000 + 39 * 1_000
     young = [s for s in log.segments if s.largest_timestamp >= last_ts - 10_000]
@@ -336,11 +340,28 @@ def test_retention_by_time_stops_at_first_young_segment_and_spares_active(tmp_pa
     assert log.segments == young
     assert log.log_start_offset == log.segments[0].base_offset
     assert all(last_ts - s.largest_timestamp <= 10_000 for s in log.segments)
-    # everything expired: the active segment stays
-    assert log.delete_retention_segments(now_ms=10**12) > 0
-    assert len(log.segments) == 1 and log.log_start_offset == log.active_segment.base_offset
-    assert log.log_end_offset == 80
+    # everything expired, the active segment too: an idle topic keeps no expired record
+    # (Kafka rolls the active segment and deletes it); offsets go on at the log end
+    active = log.active_segment
+    assert active.size > 0
+    assert log.delete_retention_segments(now_ms=10**12) == len(young)
+    assert len(log.segments) == 1 and log.active_segment is not active
+    assert log.log_start_offset == log.log_end_offset == 80 == log.active_segment.base_offset
+    assert log.earliest_offset() == 80
+    assert log.delete_retention_segments(now_ms=10**12) == 0     # the empty one stays
     assert log.append_as_leader(batch(1), 0).first_offset == 80
+    log.deleter.run_all()
+    assert sorted(n for n in os.listdir(log.dir) if n.endswith(".log")) == \
+        ["00000000000000000080.log"]
+
+
+def test_retention_keeps_an_active_segment_with_unreplicated_records(tmp_path):
+    log = _segment_log(tmp_path, retention_ms=0)
+    active = log.active_segment
+    before = len(log.segments)
+    log.high_watermark = log.log_end_offset - 1        # the last record not yet replicated
+    assert log.delete_retention_segments(now_ms=10**12) == before - 1
+    assert log.segments == [active] and log.log_start_offset == active.base_offset
 
 
 def test_retention_respects_high_watermark_and_policy(tmp_path):
@@ -441,6 +462,11 @@ def test_delete_records_before(tmp_path):
         log.delete_records_before(log.high_watermark + 1)
     log.high_watermark = 50
     assert log.delete_records_before(-1) == 50
+    # Up to the log end: the log start moves into the active segment, which stays (Kafka).
+    log.high_watermark = log.log_end_offset
+    active = log.active_segment
+    assert log.delete_records_before(-1) == log.log_end_offset == 90
+    assert log.segments == [active] and log.earliest_offset() == 90
 
 
 # ============================================================================ leader epochs
