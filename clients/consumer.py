@@ -13,7 +13,8 @@ client: rebalance listener callbacks (`on_partitions_revoked` / `on_partitions_a
 `on_partitions_lost`, plain methods taking a set of TopicPartition) run inside poll() (and
 unsubscribe()/close()), commit_async callbacks inside a later poll()/commit()/close(). So a
 callback may call the consumer again (commit() in on_partitions_revoked, seek() in
-on_partitions_assigned). While the callback runs, the rebalance waits for it.
+on_partitions_assigned). While the callback runs, the rebalance waits for it; what it
+raises comes out of the poll()/unsubscribe()/close() that ran it, after the rebalance.
 
 Like Kafka's consumer, one instance is used from one thread at a time.
 """

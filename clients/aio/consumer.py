@@ -14,7 +14,9 @@ Two ways to get partitions:
     rejoins), `on_partitions_assigned(set)` (cooperative: only the added ones; called
     after every rebalance, possibly with an empty set, as in Kafka's Java client) and
     `on_partitions_lost(set)` when the membership was lost (falls back to revoked). The
-    listener's methods may be plain functions or coroutines. A pattern is matched
+    listener's methods may be plain functions or coroutines. An exception a callback
+    raises does not stop the rebalance: poll() (or unsubscribe()/close()) raises it once
+    the rebalance step has finished, as Kafka's Java consumer does. A pattern is matched
     against all of the cluster's topics, again on every metadata refresh.
   - `assign(partitions)`: no group management; commits still go to `group.id` if set.
 
@@ -66,6 +68,9 @@ class AsyncConsumer:
         self._subscription: set[str] = set()
         self._pattern: re.Pattern[str] | None = None
         self._listener: Any = None
+        # The first exception a listener callback raised, for poll() / unsubscribe() /
+        # close() to raise once the rebalance step it interrupted has finished.
+        self._listener_error: BaseException | None = None
         self._subscribed = False                # group management (subscribe) is on
         self._assignment: set[TopicPartition] = set()
         self._auto_commit: bool = self.config["enable.auto.commit"] and bool(self.config["group.id"])
@@ -142,6 +147,7 @@ class AsyncConsumer:
                 await self._f.close()
                 await self._client.close()
         self._closed = True
+        self._raise_listener_error()       # closed first, as Java's close()
 
     # ------------------------------------------------------------------ subscription
 
@@ -191,6 +197,7 @@ class AsyncConsumer:
         self._pattern = None
         self._client.metadata.all_topics = False
         self._set_assignment(set())
+        self._raise_listener_error()
 
     async def assign(self, partitions: Iterable[TopicPartition]) -> None:
         """Consume exactly these partitions, without group management."""
@@ -220,8 +227,17 @@ class AsyncConsumer:
             result = fn(set(tps))
             if inspect.isawaitable(result):
                 await result
-        except Exception:
-            log.exception("rebalance listener %s failed", name)
+        except Exception as e:
+            # As Kafka's Java consumer (KAFKA-4600): the rebalance completes (the assignment
+            # changes as the group decided), then the caller of poll() gets the exception.
+            log.warning("rebalance listener %s failed (raised from poll()): %r", name, e)
+            if self._listener_error is None:
+                self._listener_error = e
+
+    def _raise_listener_error(self) -> None:
+        e, self._listener_error = self._listener_error, None
+        if e is not None:
+            raise e
 
     async def _revoke(self, tps: set[TopicPartition], commit: bool, lost: bool) -> None:
         if not tps:
@@ -336,6 +352,7 @@ class AsyncConsumer:
             await self._run_commit_callbacks()
             if self._subscribed:
                 await self._ensure_group(deadline - loop.time())
+                self._raise_listener_error()
             await self._update_positions()
             self._maybe_auto_commit(loop.time())
             records = f.drain(max_records)

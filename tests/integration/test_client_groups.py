@@ -342,3 +342,65 @@ def test_regex_subscription_and_cooperative_listener(broker):
         a.close()
         if b is not None:
             b.close()
+
+
+class Failing(Recorder):
+    """Raises from the first assigned and every revoked callback (after recording it)."""
+
+    def __init__(self):
+        super().__init__()
+        self.failed_assign = False
+
+    def on_partitions_assigned(self, tps):
+        super().on_partitions_assigned(tps)
+        if tps and not self.failed_assign:
+            self.failed_assign = True
+            raise ValueError("boom in assigned")
+
+    def on_partitions_revoked(self, tps):
+        super().on_partitions_revoked(tps)
+        raise KeyError("boom in revoked")
+
+
+def test_listener_exceptions_reach_the_caller_after_the_rebalance(broker):
+    """As Kafka's Java consumer (KAFKA-4600): the rebalance completes, then poll() (or
+    close()) raises what the listener raised; nothing is consumed twice or lost."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap, **QUIET})
+    create_topic(admin, "lst", 2)
+    produce(broker.bootstrap, "lst", 0, 40)
+    listener = Failing()
+    c = Consumer(bootstrap_servers=broker.bootstrap, group_id="lst-g", auto_offset_reset="earliest",
+                 session_timeout_ms=6000, heartbeat_interval_ms=500)
+    closed = False
+    try:
+        c.subscribe(["lst"], listener=listener)
+        got: list = []
+
+        def poll_until_raised():
+            try:
+                got.extend(c.poll(0.2))
+            except ValueError as e:
+                return e
+            return None
+        err = wait_until(poll_until_raised, 30, "the listener's exception from poll()")
+        assert err.args == ("boom in assigned",)
+        # The assignment stands: the next polls consume everything, once.
+        all_tps = {TopicPartition("lst", p) for p in range(2)}
+        assert c.assignment() == all_tps == listener.owned()
+        wait_until(lambda: got.extend(c.poll(0.2)) or len(got) >= 40, 30, "all 40 records")
+        assert sorted(int(r.value) for r in got) == list(range(40))
+        c.commit()
+        with pytest.raises(KeyError, match="boom in revoked"):
+            c.close()
+        closed = True
+        assert listener.events[-1] == ("revoked", all_tps)
+        # close() still left the group and committed before raising.
+        group = admin.describe_consumer_groups(["lst-g"])["lst-g"].result(30)
+        assert group.state == ConsumerGroupState.EMPTY
+        assert committed_offsets(admin, "lst-g", "lst", 2) == end_offsets(broker.bootstrap, "lst", 2)
+    finally:
+        if not closed:
+            try:
+                c.close()
+            except KeyError:
+                pass
