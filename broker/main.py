@@ -102,6 +102,15 @@ class Broker:
         from .server.handlers.configs import topic_config_entries
         return topic_config_entries(self, overrides, include_synonyms=False)
 
+    def _on_cluster_event(self, event: Any) -> None:
+        """A topic's configs changed in ZooKeeper, whichever broker wrote them: this broker's
+        replicas of it take the new LogConfig (Kafka: TopicConfigHandler)."""
+        from zkcoord.zookeeper import TopicConfigChanged
+        if isinstance(event, TopicConfigChanged):
+            meta = self.coordinator.topic(event.name)
+            if meta is not None:
+                self.replicas.update_log_config(event.name, self.log_config_for(meta))
+
     # ------------------------------------------------------------ partitions
     def apply_topic(self, meta: Any) -> None:
         """Standalone: lead every partition of `meta`. (In a cluster the controller decides,
@@ -166,6 +175,7 @@ class Broker:
             # Listening before registering (Kafka's order): once the controller sees this
             # broker in ZooKeeper, its first UpdateMetadata can be delivered.
             await self._listen()
+            self.coordinator.subscribe(self._on_cluster_event)
             await self.coordinator.start()
         else:
             # Standalone: topics are loaded before the first client can ask for them.

@@ -7,7 +7,7 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, Producer
-from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 
 from tests.support.cluster import Cluster
 
@@ -69,3 +69,34 @@ def test_consumer_group_across_brokers(cluster):
     offsets = admin.list_consumer_group_offsets(
         [__import__("confluent_kafka").ConsumerGroupTopicPartitions("g-cluster")])["g-cluster"].result(30)
     assert sum(tp.offset for tp in offsets.topic_partitions) == 600
+
+
+def test_topic_config_change_reaches_every_replica(tmp_path):
+    """AlterConfigs lands on one broker; every broker's replicas of the topic must obey it
+    (Kafka: each broker watches /config/changes). Observed on disk: retention.ms lowered
+    after the records were written deletes them on the leader and on both followers."""
+    with Cluster(tmp_path / "c", brokers=3, overrides={
+            "log.retention.check.interval.ms": "300", "log.segment.delete.delay.ms": "100"}) as c:
+        c.start()
+        admin = AdminClient({"bootstrap.servers": c.bootstrap, "log_level": 0})
+        admin.create_topics([NewTopic("cfgx", 3, 3)])["cfgx"].result(30)
+        for p in range(3):
+            c.wait_for_leader("cfgx", p)
+        old = int(time.time() * 1000) - 3_600_000
+        p = Producer({"bootstrap.servers": c.bootstrap, "acks": "all", "log_level": 0})
+        for i in range(300):
+            p.produce("cfgx", value=b"%d" % i, partition=i % 3, timestamp=old + i)
+        assert p.flush(30) == 0
+
+        def log_bases(i: int, part: int) -> list[int]:
+            return sorted(int(f.stem) for f in (c.broker(i).log_dir / f"cfgx-{part}").glob("*.log"))
+        # Every replica has its 100 records (followers caught up: acks=all, ISR of 3).
+        c.wait_until(lambda: all(len(c.isr("cfgx", part)) == 3 for part in range(3)),
+                     message="full ISRs")
+        assert all(log_bases(i, part) == [0] for i in range(3) for part in range(3))
+
+        res = ConfigResource(ConfigResource.Type.TOPIC, "cfgx", set_config={"retention.ms": "1000"})
+        admin.alter_configs([res])[res].result(30)
+        # On all three brokers, for all three partitions: expired, rolled and deleted.
+        c.wait_until(lambda: all(log_bases(i, part) == [100] for i in range(3) for part in range(3)),
+                     timeout=30, message="retention applied on every replica")
