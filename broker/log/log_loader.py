@@ -119,8 +119,9 @@ def load_segments(dir: str, config: LogConfig, recovery_point: int, clean: bool,
 
 
 def rebuild_producer_state(producers: ProducerStateManager, segments: list[LogSegment],
-                           log_end_offset: int, log_start_offset: int) -> None:
-    """Newest snapshot at or below the log end, then replay the batch headers after it."""
+                           log_end_offset: int) -> None:
+    """Newest snapshot at or below the log end, then replay the batch headers after it.
+    Producers whose batches are all below the log start stay known (KIP-360)."""
     snap = producers.load_latest_snapshot(log_end_offset)
     start = max(snap if snap is not None else 0, segments[0].base_offset)
     if start < log_end_offset:
@@ -132,7 +133,6 @@ def rebuild_producer_state(producers: ProducerStateManager, segments: list[LogSe
             for _, h in seg.batches_from(found[0]):
                 producers.apply_batch(h)
     producers.map_end_offset = log_end_offset
-    producers.evict_before(log_start_offset)
 
 
 def _unlink(path: str) -> None:

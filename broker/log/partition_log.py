@@ -25,7 +25,9 @@ Concurrency: everything runs on the one event-loop thread; every method is synch
 Blocking I/O: opening (recovery reads whole unflushed segments), `append_*` (os.write to
 the page cache; a roll creates files and fsyncs a producer snapshot), `read` and the offset
 lookups (header preads, page cache), `flush` (fsync), truncation / deletion / retention
-(ftruncate, rename), leader epoch changes (checkpoint fsync).
+(ftruncate, rename), leader epoch changes (checkpoint fsync). CPU-bound on the loop: the
+rewrite of batches on a topic whose compression.type names a codec (bounded by
+recompress.decompression_budget).
 """
 from __future__ import annotations
 
@@ -162,7 +164,7 @@ class PartitionLog:
         self._hw = self.log_start_offset
 
     def _rebuild_producer_state(self) -> None:
-        rebuild_producer_state(self.producers, self.segments, self._leo, self.log_start_offset)
+        rebuild_producer_state(self.producers, self.segments, self._leo)
 
     # =================================================================== properties
     @property
@@ -233,7 +235,7 @@ class PartitionLog:
             validate_record_keys(view, batches, self.name)
         codec = target_codec(cfg.compression_type)
         if codec is not None and origin == ORIGIN_CLIENT:
-            rebuilt = recompress_batches(view, batches, codec)
+            rebuilt = recompress_batches(view, batches, codec, cfg.max_message_bytes)
             if rebuilt is not None:
                 # Ours now, patched in place below. Sizes changed: check them again, as
                 # Kafka does after recompressing.
@@ -708,7 +710,9 @@ class PartitionLog:
         self.log_start_offset = offset
         self._hw = max(self._hw, offset)
         self.leader_epochs.truncate_from_start(offset)
-        self.producers.evict_before(offset)
+        # Producer state stays (KIP-360): a producer whose batches all went is still known,
+        # so its retries are still duplicates and older epochs still fenced, until
+        # producer.id.expiration.ms.
         if self.recovery_point < offset:
             self.recovery_point = offset
 

@@ -15,9 +15,10 @@ Rules (Kafka 3.x ProducerAppendInfo / ProducerStateEntry, origin = client):
 - a new (higher) epoch must start at sequence 0, else OutOfOrderSequenceNumberError;
 - with the same epoch the first sequence must be last sequence + 1 (wrapping after
   2^31-1), else OutOfOrderSequenceNumberError;
-- a producer id the partition has no state for (never seen, or expired, or evicted when the
-  log start moved past its batches) is accepted at ANY sequence. This is what Kafka does
-  since KIP-360 (2.5): it no longer answers UNKNOWN_PRODUCER_ID, the state is created.
+- a producer id the partition has no state for (never seen, or expired after
+  producer.id.expiration.ms) is accepted at ANY sequence. This is what Kafka does since
+  KIP-360 (2.5): it no longer answers UNKNOWN_PRODUCER_ID, the state is created; nor does
+  it forget a producer when the log start moves past all of its batches.
 Replicated batches (and batches replayed while rebuilding) are applied without checks.
 Control batches (transaction markers) end the producer's open transaction; which kind of
 marker it was (commit/abort) is in the record and is not read here.
@@ -244,14 +245,6 @@ class ProducerStateManager:
     def first_unstable_offset(self) -> int | None:
         """The first offset of the oldest open transaction (what bounds the LSO)."""
         return min(self._ongoing.values()) if self._ongoing else None
-
-    def evict_before(self, log_start_offset: int) -> None:
-        """Forget producers none of whose retained batches is at or after the log start."""
-        gone = [pid for pid, e in self.producers.items()
-                if not e.batches or e.last_data_offset < log_start_offset]
-        for pid in gone:
-            del self.producers[pid]
-            self._ongoing.pop(pid, None)
 
     def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
         """Drop producers idle for `producer.id.expiration.ms` without an open transaction."""

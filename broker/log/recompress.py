@@ -18,6 +18,8 @@ from clients.protocol import compression
 from clients.protocol.batch_header import (ATTRIBUTES_OFFSET, COMPRESSION_MASK, HEADER_SIZE,
                                            LOG_OVERHEAD, BatchHeader, write_crc)
 
+from .errors import MessageTooLargeError
+
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 _LENGTH_OFFSET = 8
@@ -32,14 +34,25 @@ def target_codec(compression_type: str) -> int | None:
     return compression.codec_for_name(name)      # "uncompressed" is an alias of none
 
 
-def recompress_batches(buf: memoryview, batches: list[tuple[int, BatchHeader]],
-                       codec: int) -> bytearray | None:
+def decompression_budget(max_message_bytes: int) -> int:
+    """How many decompressed bytes one record set may expand to while it is rewritten: a
+    generous ratio over max.message.bytes, capped, so that a small request cannot make the
+    broker allocate gigabytes (DESIGN invariant 5)."""
+    return min(compression.DEFAULT_MAX_DECOMPRESSED, max(64 << 20, 32 * max_message_bytes))
+
+
+def recompress_batches(buf: memoryview, batches: list[tuple[int, BatchHeader]], codec: int,
+                       max_message_bytes: int) -> bytearray | None:
     """The record set with every batch in `codec`, or None if all of them already are (the
-    common case: nothing is copied). Control batches are left as they are. Raises
-    CorruptMessageError for a records section that does not decompress (the CRC was fine,
-    so the producer compressed garbage)."""
+    common case: nothing is copied). Control batches are left as they are.
+
+    Raises CorruptMessageError for a records section that does not decompress (the CRC was
+    fine, so the producer compressed garbage) or that expands beyond
+    `decompression_budget`, and MessageTooLargeError as soon as a rewritten batch is larger
+    than `max_message_bytes`."""
     if all(h.compression == codec or h.is_control for _, h in batches):
         return None
+    budget = decompression_budget(max_message_bytes)
     out = bytearray()
     for pos, h in batches:
         end = pos + h.total_size
@@ -48,7 +61,8 @@ def recompress_batches(buf: memoryview, batches: list[tuple[int, BatchHeader]],
             continue
         section = buf[pos + HEADER_SIZE:end]
         raw = section if h.compression == compression.NONE else \
-            compression.decompress(h.compression, section)
+            compression.decompress(h.compression, section, budget)
+        budget -= len(raw)
         # An empty records section stays empty in any codec (a batch without records).
         if codec != compression.NONE and len(raw):
             raw = compression.compress(codec, raw)
@@ -56,6 +70,10 @@ def recompress_batches(buf: memoryview, batches: list[tuple[int, BatchHeader]],
         out += buf[pos:pos + HEADER_SIZE]
         out += raw
         total = len(out) - start
+        if total > max_message_bytes:
+            raise MessageTooLargeError(
+                f"the record batch is {total} bytes in {compression.codec_name(codec)}, larger "
+                f"than max.message.bytes {max_message_bytes}")
         _INT32.pack_into(out, start + _LENGTH_OFFSET, total - LOG_OVERHEAD)
         _INT16.pack_into(out, start + ATTRIBUTES_OFFSET,
                          (h.attributes & ~COMPRESSION_MASK) | codec)

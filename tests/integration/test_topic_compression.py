@@ -97,3 +97,34 @@ def test_broker_compression_type_is_the_topics_default(broker_factory):
     codecs = stored_codecs(broker, "auto-gz")
     assert codecs and set(codecs) == {CODEC_IDS["gzip"]}, codecs
     assert consume_confluent(broker.bootstrap, "auto-gz", 200) == expected(200)
+
+
+def test_zstd_topic_refuses_fetches_older_than_v10(broker):
+    """Kafka's rule: Fetch below v10 predates zstd, so a zstd topic answers it with
+    UNSUPPORTED_COMPRESSION_TYPE (76); v10 and later get the records."""
+    from tests.support.wire import WireClient
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap, "log_level": 0})
+    for f in admin.create_topics([NewTopic("zs", 1, 1, config={"compression.type": "zstd"}),
+                                  NewTopic("plain", 1, 1)]).values():
+        f.result(30)
+    produce(broker.bootstrap, "zs", 0, 10, "none")
+    produce(broker.bootstrap, "plain", 0, 10, "none")
+    assert set(stored_codecs(broker, "zs")) == {CODEC_IDS["zstd"]}
+    host, port = broker.bootstrap.split(":")
+
+    def fetch(version: int, topic: str):
+        with WireClient(host, int(port)) as c:
+            r = c.request("Fetch", version, {
+                "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1_000_000,
+                "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                "topics": [{"topic": topic, "partitions": [
+                    {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
+                     "log_start_offset": -1, "partition_max_bytes": 1_000_000}]}],
+                "forgotten_topics_data": [], "rack_id": ""})
+        p = r.responses[0].partitions[0]
+        return p.error_code, len(p.records or b"")
+    assert fetch(9, "zs") == (76, 0)
+    code, size = fetch(10, "zs")
+    assert code == 0 and size > 0
+    code, size = fetch(4, "plain")                 # other topics: old versions still served
+    assert code == 0 and size > 0

@@ -611,3 +611,29 @@ def test_log_manager_clean_start_skips_recovery(tmp_path, monkeypatch):
     # no close: the next start recovers the unflushed tail only
     third = LogManager([d], LogConfig(segment_bytes=600))
     assert len(recovered) == 1 and third.get_log("t", 0).log_end_offset == 41
+
+
+def test_producer_state_outlives_the_segments_retention_deletes(tmp_path):
+    """KIP-360: a producer's state stays when retention deletes all its batches (until
+    producer.id.expiration.ms), so its retry of the last batch is still a duplicate and an
+    older epoch is still fenced, also after a restart."""
+    def idem(seq: int, epoch: int = 3) -> bytes:
+        return build_batch([Record(b"k", b"v", [], 10_000), Record(b"k", b"w", [], 10_000)],
+                           producer_id=7, producer_epoch=epoch, base_sequence=seq, now_ms=10_000)
+    log = open_log(tmp_path, retention_ms=1000)
+    log.append_as_leader(idem(0), 0)
+    log.append_as_leader(idem(2), 0)
+    log.high_watermark = log.log_end_offset
+    assert log.delete_retention_segments(now_ms=10**12) == 1
+    assert log.log_start_offset == log.log_end_offset == 4
+    again = log.append_as_leader(idem(2), 0)                 # the producer's retry
+    assert again.duplicate and (again.first_offset, again.last_offset) == (2, 3)
+    with pytest.raises(errors.BY_NAME["INVALID_PRODUCER_EPOCH"]):
+        log.append_as_leader(idem(0, epoch=1), 0)             # a zombie of an older epoch
+    log.close()
+    reopened = PartitionLog(log.dir, LogConfig(retention_ms=1000), log_start_offset=4)
+    try:
+        assert reopened.append_as_leader(idem(2), 0).duplicate
+        assert reopened.append_as_leader(idem(4), 0).first_offset == 4
+    finally:
+        reopened.close()

@@ -179,13 +179,18 @@ def test_truncation_rebuilds_state(tmp_path):
     assert log.append_as_leader(pbatch(12, 2), 0).duplicate
 
 
-def test_eviction_when_log_start_passes_producer(tmp_path):
-    log, _ = seeded(tmp_path, batches=3)
+def test_producer_stays_known_when_log_start_passes_its_batches(tmp_path):
+    """KIP-360: moving the log start past a producer's batches does not forget it (only
+    producer.id.expiration.ms does), so a sequence gap is still refused."""
+    log, infos = seeded(tmp_path, batches=3)
     log.append_as_leader(pbatch(0, pid=5), 0)
     log.high_watermark = log.log_end_offset
     log.delete_records_before(6)
-    assert set(log.producers.producers) == {5}
-    assert log.append_as_leader(pbatch(99), 0).first_offset == 7      # unknown again: accepted
+    assert set(log.producers.producers) == {5, PID}
+    with pytest.raises(OutOfOrderSequenceNumberError):
+        log.append_as_leader(pbatch(99), 0)
+    assert log.append_as_leader(pbatch(4, 2), 0).duplicate                # its last batch
+    assert log.append_as_leader(pbatch(6), 0).first_offset == 7
 
 
 def test_transactions_hold_back_the_last_stable_offset(tmp_path):

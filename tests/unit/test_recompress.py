@@ -9,13 +9,14 @@ import pytest
 
 from broker.log import LogConfig, PartitionLog
 from broker.log.errors import CorruptMessageError, MessageTooLargeError
-from broker.log.recompress import recompress_batches, target_codec
+from broker.log.recompress import decompression_budget, recompress_batches, target_codec
 from broker.log.validation import scan_batches
 from clients.protocol import compression
 from clients.protocol.batch_header import HEADER_SIZE, write_crc
 from clients.protocol.records import Record, build_batch, build_control_batch, iter_batches
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+MAX = 1048588            # max.message.bytes, Kafka's default
 
 
 def records(n: int = 50) -> list[Record]:
@@ -47,7 +48,7 @@ def test_every_codec_into_every_other(src, dst):
     original = producer_batch(src, is_transactional=True)
     view = memoryview(original)
     codec = target_codec(dst)
-    out = recompress_batches(view, scan_batches(view), codec)
+    out = recompress_batches(view, scan_batches(view), codec, MAX)
     if compression.codec_for_name(src) == codec:
         assert out is None                                 # nothing to do, nothing copied
         return
@@ -66,11 +67,11 @@ def test_control_batches_and_right_codecs_are_copied_as_they_are():
     lz4 = producer_batch("lz4")
     gz = producer_batch("gzip")
     view = memoryview(marker + lz4 + gz)
-    out = recompress_batches(view, scan_batches(view), compression.LZ4)
+    out = recompress_batches(view, scan_batches(view), compression.LZ4, MAX)
     assert out is not None and bytes(out[:len(marker) + len(lz4)]) == marker + lz4
     assert [h.compression for _, h in scan_batches(memoryview(out))] == [0, 3, 3]
     assert recompress_batches(memoryview(marker + lz4), scan_batches(memoryview(marker + lz4)),
-                              compression.LZ4) is None
+                              compression.LZ4, MAX) is None
 
 
 def test_garbage_behind_a_valid_crc_is_corrupt():
@@ -79,7 +80,7 @@ def test_garbage_behind_a_valid_crc_is_corrupt():
     write_crc(bad, 0, len(bad))
     view = memoryview(bytes(bad))
     with pytest.raises(CorruptMessageError):
-        recompress_batches(view, scan_batches(view), compression.GZIP)
+        recompress_batches(view, scan_batches(view), compression.GZIP, MAX)
 
 
 def stored(log: PartitionLog) -> bytes:
@@ -131,3 +132,18 @@ def test_a_batch_that_grows_past_max_message_bytes_is_refused(tmp_path):
         assert log.log_end_offset == 0
     finally:
         log.close()
+
+
+def test_a_small_request_cannot_expand_without_bound():
+    """Batches of zeros that gzip 1000:1 (Kafka's produce path would take one per request;
+    strom takes several): decompression stops at the budget, long before memory runs out,
+    and a rewritten batch over max.message.bytes is refused at once."""
+    bomb = build_batch([Record(None, bytes(8 << 20))], compression=compression.GZIP)
+    assert len(bomb) < 20_000
+    view = memoryview(bomb * 20)                               # 160 MiB of records in 0.4 MB
+    assert decompression_budget(MAX) == 64 << 20
+    with pytest.raises(CorruptMessageError, match="exceeds the limit"):
+        recompress_batches(view, scan_batches(view), compression.LZ4, MAX)
+    one = memoryview(bomb)
+    with pytest.raises(MessageTooLargeError):
+        recompress_batches(one, scan_batches(one), compression.NONE, MAX)
