@@ -100,8 +100,9 @@ strom_setup_node() {
                 "the kafkajs tests are skipped"
             return 0
         fi
-        say "apt-get install -y nodejs npm"
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null ||
+        say "apt-get update; apt-get install -y nodejs npm"
+        { DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; } ||
             { say "could not install nodejs and npm: the kafkajs tests are skipped"; return 0; }
     fi
     want="$(sha256sum tests/js/package-lock.json | cut -d' ' -f1)"

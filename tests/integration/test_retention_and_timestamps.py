@@ -87,7 +87,9 @@ def test_retention_by_time_deletes_every_expired_segment_the_active_one_too(fast
     """An idle topic keeps no expired record: as Kafka, the broker rolls the expired active
     segment and deletes it; the log starts again, empty, at the old log end."""
     b = fast_retention_broker
-    create(b.bootstrap, "by-time", {"segment.bytes": "8192", "retention.ms": "5000"})
+    # Records an hour old against 10 minutes of retention: those expire at once, the ones
+    # produced below stay for the rest of the test, however slow the machine.
+    create(b.bootstrap, "by-time", {"segment.bytes": "8192", "retention.ms": "600000"})
     hour_ago = int(time.time() * 1000) - 3_600_000
     produce(b.bootstrap, "by-time", 1000, timestamp_of=lambda i: hour_ago + i)
     wait_until(lambda: segment_bases(b.log_dir, "by-time") == [1000])

@@ -95,7 +95,7 @@ async function produce({ topic, n, codec, chunk = 5000, idempotent = true, progr
   return { acked }
 }
 
-// Consume as one member (or `members` members) of a group until `n` records have arrived,
+// Consume as one member (or `members` members) of a group until `n` distinct records arrived,
 // committing as kafkajs does by default; print each record as a JSON line.
 async function consumeGroup({ topic, groupId, n, members = 1, timeoutMs = 90000 }) {
   const consumers = []
@@ -113,13 +113,15 @@ async function consumeGroup({ topic, groupId, n, members = 1, timeoutMs = 90000 
     await consumer.subscribe({ topic, fromBeginning: true })
   }
   const lines = []
+  const distinct = new Set()     // a rebalance may hand a partition over: count each offset once
   await Promise.all(consumers.map((consumer, m) => consumer.run({
     eachBatch: async ({ batch, resolveOffset, heartbeat }) => {
       for (const message of batch.messages) {
         lines.push(JSON.stringify({ member: m, ...seen(batch.partition, message) }))
         resolveOffset(message.offset)
-        count++
+        distinct.add(`${batch.partition}:${message.offset}`)
       }
+      count = distinct.size
       await heartbeat()
       if (count >= n) done()
     },
