@@ -61,6 +61,8 @@ CONFIG_TYPE_IDS = {
 }
 STATIC = "STATIC_BROKER_CONFIG"
 DEFAULT = "DEFAULT_CONFIG"
+DYNAMIC_BROKER = "DYNAMIC_BROKER_CONFIG"
+DYNAMIC_DEFAULT = "DYNAMIC_DEFAULT_BROKER_CONFIG"
 TOPIC = "TOPIC_CONFIG"
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -701,6 +703,12 @@ TOPIC_CONFIGS: tuple[ConfigKey, ...] = (
 
 TOPIC_CONFIG: dict[str, ConfigKey] = {k.name: k for k in TOPIC_CONFIGS}
 
+# Broker keys strom applies while running (AlterConfigs on a BROKER resource): the ones
+# Kafka lets you change dynamically that supply topic defaults. Every topic without its own
+# value, and every log on the broker, takes the new default at once.
+DYNAMIC_APPLIED: frozenset[str] = frozenset(
+    s for k in TOPIC_CONFIGS for s in k.synonyms if not BROKER_CONFIG[s].read_only)
+
 
 # --------------------------------------------------------------------------------------------
 # DescribeConfigs-shaped answers
@@ -792,6 +800,10 @@ class BrokerConfig:
         if errors:
             raise ConfigError("\n".join(msg for _, msg in errors), errors[0][0])
         self._label = label
+        self._static_values = dict(self._values)
+        # Dynamic configs (AlterConfigs on a BROKER resource, kept by the coordinator):
+        # the cluster-wide defaults and this broker's own, raw strings; see set_dynamic().
+        self._dynamic: dict[str, dict[str, str]] = {DYNAMIC_DEFAULT: {}, DYNAMIC_BROKER: {}}
         self._derive()
 
     # ---- construction ------------------------------------------------------------------
@@ -930,10 +942,73 @@ class BrokerConfig:
         return dict(self._values)
 
     def source(self, name: str) -> str:
-        """"STATIC_BROKER_CONFIG" when set in the file or an override, else "DEFAULT_CONFIG"."""
+        """Where the effective value comes from: "DYNAMIC_BROKER_CONFIG" (set for this broker
+        with AlterConfigs), "DYNAMIC_DEFAULT_BROKER_CONFIG" (set for all brokers),
+        "STATIC_BROKER_CONFIG" (the file or an override) or "DEFAULT_CONFIG"."""
         if name not in BROKER_CONFIG:
             raise KeyError(f"unknown broker config {name!r}")
+        for source in (DYNAMIC_BROKER, DYNAMIC_DEFAULT):
+            if name in self._dynamic[source]:
+                return source
         return STATIC if name in self._raw else DEFAULT
+
+    # ---- dynamic configs -----------------------------------------------------------------
+
+    def check_dynamic(self, configs: Mapping[str, str], per_broker: bool) -> None:
+        """Validate what AlterConfigs would store for the BROKER resource (this broker's id
+        when `per_broker`, else "" for the cluster-wide defaults): Kafka's rules
+        (DynamicBrokerConfig.validateConfigs) plus strom's own limit, the keys it applies
+        while running. ConfigError names the first offending key."""
+        for key, raw in configs.items():
+            spec = BROKER_CONFIG.get(key)
+            if spec is None:
+                raise ConfigError(f"Unknown broker config: {key}", key)
+            if spec.read_only:
+                raise ConfigError(f"Cannot update these configs dynamically: Set({key})", key)
+            if not per_broker and spec.update_mode == PB:
+                raise ConfigError("Cannot update these configs at default cluster level, broker "
+                                  f"id must be specified: Set({key})", key)
+            if key not in DYNAMIC_APPLIED:
+                raise ConfigError(f"strom does not apply {key} while running; set it in "
+                                  f"server.properties (strom's dynamic broker configs are the "
+                                  f"topic defaults: log.*, message.max.bytes, compression.type, "
+                                  f"min.insync.replicas, unclean.leader.election.enable)", key)
+            if raw is None:
+                raise ConfigError(f"Invalid value null for configuration {key}", key)
+            try:
+                spec.parse(raw)
+            except ValueError as e:
+                raise ConfigError(f"Invalid value {raw} for configuration {key}: {e}", key) from None
+
+    def set_dynamic(self, defaults: Mapping[str, str], own: Mapping[str, str]) -> set[str]:
+        """Put the dynamic configs as the coordinator stores them in force (this broker's own
+        win over the cluster-wide defaults, which win over the file); the keys whose
+        effective value changed. Entries this broker cannot apply (written by another
+        tool or version) are skipped with a warning, never fatal."""
+        values = dict(self._static_values)
+        layers: dict[str, dict[str, str]] = {}
+        for source, props in ((DYNAMIC_DEFAULT, defaults), (DYNAMIC_BROKER, own)):
+            kept: dict[str, str] = {}
+            for key, raw in props.items():
+                try:
+                    self.check_dynamic({key: raw}, per_broker=source == DYNAMIC_BROKER)
+                except ConfigError as e:
+                    log.warning("dynamic broker config %s=%r ignored: %s", key, raw, e)
+                    continue
+                values[key] = BROKER_CONFIG[key].parse(raw)
+                kept[key] = raw.strip()
+            layers[source] = kept
+        changed = {k for k, v in values.items() if v != self._values[k]}
+        old_values, old_layers = self._values, self._dynamic
+        self._values, self._dynamic = values, layers
+        try:
+            self._derive()
+        except ConfigError as e:          # a combination the file alone would not allow
+            log.error("dynamic broker configs not applied: %s", e)
+            self._values, self._dynamic = old_values, old_layers
+            self._derive()
+            return set()
+        return changed
 
     def where(self, name: str) -> str | None:
         """Where a key was set: "path:line", "--override", or None for a default."""
@@ -967,6 +1042,11 @@ class BrokerConfig:
         """Kafka's ConfigHelper.configSynonyms: static values, then defaults, in synonym order,
         with everything before the first entry for ``name`` dropped."""
         out: list[ConfigSynonym] = []
+        for source in (DYNAMIC_BROKER, DYNAMIC_DEFAULT):
+            layer = self._dynamic[source]
+            for s in synonyms:
+                if s in layer:
+                    out.append(ConfigSynonym(s, None if sensitive else layer[s], source))
         for s in synonyms:
             if s in self._raw:
                 out.append(ConfigSynonym(s, None if sensitive else self._raw[s], STATIC))
@@ -989,6 +1069,23 @@ class BrokerConfig:
 
     def describe_all(self) -> list[ConfigEntry]:
         return [self.describe(k.name) for k in BROKER_CONFIGS]
+
+    def describe_dynamic_defaults(self) -> list[ConfigEntry]:
+        """DescribeConfigs of the cluster-wide entity (resource name ""): its dynamic
+        configs only, with the values set there and no per-broker synonyms (Kafka's
+        createBrokerConfigEntry with perBrokerConfig=false)."""
+        out = []
+        for k in BROKER_CONFIGS:
+            value = self._dynamic[DYNAMIC_DEFAULT].get(k.name)
+            if value is None:
+                continue
+            synonyms = [s for s in self._config_synonyms(k.name, broker_synonyms(k.name),
+                                                          k.is_sensitive)
+                        if s.source != DYNAMIC_BROKER]
+            out.append(ConfigEntry(k.name, None if k.is_sensitive else value, DYNAMIC_DEFAULT,
+                                   k.read_only, k.is_sensitive, tuple(synonyms), k.kafka_type,
+                                   k.doc))
+        return out
 
     def describe_topic(self, name: str, overrides: Mapping[str, str] | None = None) -> ConfigEntry:
         """The DescribeConfigs entry of a topic config, given the topic's own overrides."""

@@ -103,13 +103,35 @@ class Broker:
         return topic_config_entries(self, overrides, include_synonyms=False)
 
     def _on_cluster_event(self, event: Any) -> None:
-        """A topic's configs changed in ZooKeeper, whichever broker wrote them: this broker's
-        replicas of it take the new LogConfig (Kafka: TopicConfigHandler)."""
-        from zkcoord.zookeeper import TopicConfigChanged
+        """Configs changed in ZooKeeper, whichever broker wrote them: a topic's (its replicas
+        here take the new LogConfig, as Kafka's TopicConfigHandler) or the dynamic broker
+        configs (Kafka's BrokerConfigHandler)."""
+        from zkcoord.zookeeper import BrokerConfigsChanged, TopicConfigChanged
         if isinstance(event, TopicConfigChanged):
             meta = self.coordinator.topic(event.name)
             if meta is not None:
                 self.replicas.update_log_config(event.name, self.log_config_for(meta))
+        elif isinstance(event, BrokerConfigsChanged):
+            self.apply_dynamic_configs(event.defaults, event.own)
+
+    def apply_dynamic_configs(self, defaults: dict[str, str], own: dict[str, str]) -> None:
+        """Put dynamic broker configs in force. They are all topic defaults
+        (config.DYNAMIC_APPLIED): every log here whose topic does not set the key itself
+        takes the new value at once, as do logs created later."""
+        changed = self.config.set_dynamic(defaults, own)
+        if not changed:
+            return
+        log.info("dynamic broker configs changed: %s",
+                 ", ".join(f"{k}={self.config.describe(k).value}" for k in sorted(changed)))
+        self.log_manager.default_config = self.default_log_config()
+        for topic in sorted({t for t, _ in self.replicas.partitions}):
+            meta = self.coordinator.topic(topic)
+            self.replicas.update_log_config(
+                topic, self.log_config_for(meta) if meta is not None else self.default_log_config())
+
+    def _load_dynamic_configs(self) -> None:
+        self.apply_dynamic_configs(self.coordinator.broker_configs(None),
+                                   self.coordinator.broker_configs(self.broker_id))
 
     # ------------------------------------------------------------ partitions
     def apply_topic(self, meta: Any) -> None:
@@ -177,9 +199,11 @@ class Broker:
             await self._listen()
             self.coordinator.subscribe(self._on_cluster_event)
             await self.coordinator.start()
+            self._load_dynamic_configs()
         else:
             # Standalone: topics are loaded before the first client can ask for them.
             await self.coordinator.start()
+            self._load_dynamic_configs()
             self.metadata.brokers = {b.broker_id: b for b in self.coordinator.live_brokers()}
             self.metadata.controller_id = self.coordinator.controller_id
             for meta in list(self.coordinator.topics().values()):

@@ -43,6 +43,7 @@ class LocalCoordinator(Coordinator):
         self.broker = broker
         self.path = self.dir / META_FILE
         self._topics: dict[str, TopicMetadata] = {}
+        self._broker_configs: dict[str, dict[str, str]] = {}   # "<default>" or the id
         self._next_producer_id = 0
         self.cluster_id = ""
 
@@ -52,6 +53,7 @@ class LocalCoordinator(Coordinator):
             doc = json.loads(self.path.read_text())
             self.cluster_id = doc["cluster_id"]
             self._next_producer_id = doc.get("next_producer_id", 0)
+            self._broker_configs = {k: dict(v) for k, v in doc.get("broker_configs", {}).items()}
             for name, t in doc.get("topics", {}).items():
                 self._topics[name] = TopicMetadata(
                     name, uuid.UUID(t["id"]),
@@ -75,6 +77,7 @@ class LocalCoordinator(Coordinator):
         doc = {
             "cluster_id": self.cluster_id,
             "next_producer_id": self._next_producer_id,
+            "broker_configs": self._broker_configs,
             "topics": {
                 n: {"id": str(t.topic_id), "partitions": {str(p): r for p, r in t.partitions.items()},
                     "configs": t.configs}
@@ -112,6 +115,16 @@ class LocalCoordinator(Coordinator):
         self._save()
         return t
 
+    def broker_configs(self, broker_id: int | None) -> dict[str, str]:
+        return dict(self._broker_configs.get(_entity(broker_id), {}))
+
+    async def set_broker_configs(self, broker_id: int | None, configs: dict[str, str]) -> None:
+        if configs:
+            self._broker_configs[_entity(broker_id)] = dict(configs)
+        else:
+            self._broker_configs.pop(_entity(broker_id), None)
+        self._save()
+
     def live_brokers(self) -> list[BrokerInfo]:
         return [self.broker]
 
@@ -124,3 +137,7 @@ class LocalCoordinator(Coordinator):
         self._next_producer_id += count
         self._save()
         return first
+
+
+def _entity(broker_id: int | None) -> str:
+    return "<default>" if broker_id is None else str(broker_id)

@@ -68,6 +68,15 @@ class Coordinator(abc.ABC):
     async def set_topic_configs(self, name: str, configs: dict[str, str]) -> TopicMetadata: ...
 
     @abc.abstractmethod
+    def broker_configs(self, broker_id: int | None) -> dict[str, str]:
+        """Dynamic broker configs as stored: one broker's (its id) or the cluster-wide
+        defaults (None). Kafka's /config/brokers/<id> and /config/brokers/<default>."""
+
+    @abc.abstractmethod
+    async def set_broker_configs(self, broker_id: int | None, configs: dict[str, str]) -> None:
+        """Replace one broker's (or, with None, the cluster-wide) dynamic configs."""
+
+    @abc.abstractmethod
     def live_brokers(self) -> list[BrokerInfo]: ...
 
     @property

@@ -32,6 +32,8 @@ CLUSTER_ID = "/cluster/id"
 CONFIG = "/config"
 CONFIG_CHANGES = "/config/changes"
 TOPIC_CONFIGS = "/config/topics"
+BROKER_CONFIGS = "/config/brokers"
+DEFAULT_BROKER_ENTITY = "<default>"    # Kafka's ZooKeeper name of the cluster-wide entity
 CONFIG_CHANGE_PREFIX = "config_change_"
 CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
@@ -101,6 +103,12 @@ def config_entity_path(entity_type: str, name: str) -> str:
 
 def topic_config_path(topic: str) -> str:
     return config_entity_path(CONFIG_TYPE_TOPIC, topic)
+
+
+def broker_config_path(broker_id: int | None) -> str:
+    """/config/brokers/<id>, or /config/brokers/<default> for the cluster-wide configs."""
+    return config_entity_path(CONFIG_TYPE_BROKER,
+                              DEFAULT_BROKER_ENTITY if broker_id is None else str(broker_id))
 
 
 def delete_topic_path(topic: str) -> str:

@@ -130,6 +130,13 @@ class TopicConfigChanged:
 
 
 @dataclass(frozen=True)
+class BrokerConfigsChanged:
+    """/config/brokers/<default> or this broker's /config/brokers/<id> changed."""
+    defaults: Mapping[str, str]
+    own: Mapping[str, str]
+
+
+@dataclass(frozen=True)
 class ControllerChanged:
     controller_id: int            # NO_CONTROLLER (-1) when /controller is gone
     previous_id: int
@@ -168,7 +175,7 @@ class SessionReestablished:
 
 
 ZkEvent = Union[BrokersChanged, BrokerModified, TopicsChanged, TopicModified, TopicConfigChanged,
-                ControllerChanged, TopicDeletionsRequested, IsrChangesNotified,
+                BrokerConfigsChanged, ControllerChanged, TopicDeletionsRequested, IsrChangesNotified,
                 PreferredReplicaElectionRequested, SessionStateChanged, SessionReestablished]
 
 
@@ -248,6 +255,8 @@ class ZkCoordinator(Coordinator):
         self._brokers: dict[int, BrokerRegistration] = {}
         self._topic_names: set[str] = set()          # children of /brokers/topics
         self._topics: dict[str, TopicMetadata] = {}  # those whose assignment was readable
+        # Dynamic broker configs: /config/brokers/<default> (key None) and this broker's.
+        self._broker_configs: dict[int | None, dict[str, str]] = {None: {}}
         self._controller_id = NO_CONTROLLER
         self._deletions: frozenset[str] = frozenset()
         self._isr_nodes: tuple[str, ...] = ()
@@ -499,6 +508,8 @@ class ZkCoordinator(Coordinator):
             await self._refresh_topic(name)
         elif parent == zp.TOPIC_CONFIGS:
             await self._refresh_topic_config(name)
+        elif parent == zp.BROKER_CONFIGS:
+            await self._refresh_broker_configs()
         elif path == zp.CONTROLLER:
             await self._refresh_controller()
         elif path == zp.DELETE_TOPICS:
@@ -699,6 +710,7 @@ class ZkCoordinator(Coordinator):
         """Re-read (and re-watch) everything; emit events for what differs from the cache."""
         await self._refresh_broker_ids(full=True)
         await self._refresh_topic_names(full=True)
+        await self._refresh_broker_configs()
         await self._refresh_controller()
         await self._refresh_deletions()
         await self._refresh_isr_changes()
@@ -761,9 +773,38 @@ class ZkCoordinator(Coordinator):
             log.error("ignoring unreadable topic assignment: %s", e)
             return None
 
-    async def _read_topic_config(self, name: str) -> dict[str, str]:
+    async def _refresh_broker_configs(self) -> None:
+        """Re-read (and re-watch) the cluster-wide and this broker's dynamic configs."""
+        ids: list[int | None] = [None] + ([self.broker_id] if self.broker is not None else [])
+        read = await asyncio.gather(*(self._read_entity_config(zp.broker_config_path(b))
+                                      for b in ids))
+        new = dict(zip(ids, read))
+        if new != self._broker_configs:
+            self._broker_configs = new
+            self._emit(BrokerConfigsChanged(dict(new[None]),
+                                            dict(new.get(self.broker_id, {}))))
+
+    def broker_configs(self, broker_id: int | None) -> dict[str, str]:
+        return dict(self._broker_configs.get(broker_id, {}))
+
+    async def set_broker_configs(self, broker_id: int | None, configs: dict[str, str]) -> None:
+        """Kafka's AdminZkClient.changeBrokerConfig: write /config/brokers/<entity>, then the
+        change notification (entity_path brokers/<entity>) other tools and brokers follow."""
+        path = zp.broker_config_path(broker_id)
+        await self._set_or_create(path, zp.encode_entity_config(configs))
         c = self.client
-        path = zp.topic_config_path(name)
+        entity = zp.DEFAULT_BROKER_ENTITY if broker_id is None else str(broker_id)
+        note = zp.encode_config_change(zp.ConfigChangeNotification(f"{zp.CONFIG_TYPE_BROKER}/{entity}"))
+        await self._call(lambda: c.create_async(zp.config_change_create_path(), note,
+                                                sequence=True, makepath=True))
+        if broker_id is None or broker_id == self.broker_id:
+            await self._catch_up(self._refresh_broker_configs)
+
+    async def _read_topic_config(self, name: str) -> dict[str, str]:
+        return await self._read_entity_config(zp.topic_config_path(name))
+
+    async def _read_entity_config(self, path: str) -> dict[str, str]:
+        c = self.client
         while True:
             try:
                 data, _ = await self._read(lambda: c.get_async(path, self._watcher))
@@ -775,7 +816,7 @@ class ZkCoordinator(Coordinator):
             try:
                 return zp.decode_entity_config(data)
             except zp.ZkDataError as e:
-                log.error("ignoring unreadable topic config: %s", e)
+                log.error("ignoring unreadable config %s: %s", path, e)
                 return {}
 
     async def _load_topic(self, name: str) -> TopicMetadata | None:

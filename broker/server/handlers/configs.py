@@ -1,14 +1,20 @@
 """DescribeConfigs, AlterConfigs, IncrementalAlterConfigs.
 
 Topic configs are stored as per-topic overrides in the coordinator; every other value comes
-from the broker's config with Kafka's synonyms and sources (broker/config.py). Broker
-resources can be described; altering them dynamically is not supported yet.
+from the broker's config with Kafka's synonyms and sources (broker/config.py).
+
+Broker resources, as Kafka in ZooKeeper mode: "" is the cluster-wide default entity, a
+broker id is that broker (which must be the one answering: clients send it there). Altering
+them stores dynamic configs with the coordinator (/config/brokers/<default> or /<id>), and
+every broker puts them in force (Broker.apply_dynamic_configs). strom applies the keys
+that are topic defaults (config.DYNAMIC_APPLIED) and refuses the others. Describing ""
+lists the dynamic defaults only, as Kafka does.
 """
 from __future__ import annotations
 
 from clients.protocol.errors import Code, KafkaError, for_code
 
-from ...config import CONFIG_SOURCE_IDS, TOPIC_CONFIG, ConfigEntry
+from ...config import BROKER_CONFIG, CONFIG_SOURCE_IDS, TOPIC_CONFIG, ConfigEntry, ConfigError
 from ..dispatch import handles
 
 TOPIC = 2
@@ -61,7 +67,8 @@ def describe_configs(broker, request, ctx) -> dict:
                     raise _error(Code.INVALID_REQUEST,
                                  f"Unexpected broker id, expected {broker.broker_id} or empty string, "
                                  f"but received {res.resource_name}")
-                entries = broker.config.describe_all()
+                entries = (broker.config.describe_all() if res.resource_name
+                           else broker.config.describe_dynamic_defaults())
             elif res.resource_type == BROKER_LOGGER:
                 entries = []
             else:
@@ -79,24 +86,54 @@ def _error(code: int, message: str) -> KafkaError:
 
 
 def _alter_topic_check(broker, res) -> None:
-    if res.resource_type == BROKER:
-        raise _error(Code.INVALID_REQUEST, "Dynamic broker configs are not supported by strom yet; "
-                                           "set them in server.properties")
     if res.resource_type != TOPIC:
         raise _error(Code.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}")
     if broker.coordinator.topic(res.resource_name) is None:
         raise _error(Code.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{res.resource_name}' does not exist.")
 
 
+def _broker_entity(broker, res) -> int | None:
+    """None for the cluster-wide default entity, else this broker's id (Kafka's getBrokerId)."""
+    if res.resource_name == "":
+        return None
+    if res.resource_name != str(broker.broker_id):
+        raise _error(Code.INVALID_REQUEST, f"Unexpected broker id, expected {broker.broker_id}, "
+                                           f"but received {res.resource_name}")
+    return broker.broker_id
+
+
+async def _alter_broker(broker, res, new_configs, validate_only: bool) -> None:
+    entity = _broker_entity(broker, res)
+    configs = new_configs(broker.coordinator.broker_configs(entity))
+    try:
+        broker.config.check_dynamic(configs, per_broker=entity is not None)
+    except ConfigError as e:
+        # Kafka (ZooKeeper mode) answers every invalid broker config with INVALID_REQUEST.
+        name = "" if entity is None else str(entity)
+        raise _error(Code.INVALID_REQUEST, f"Invalid config value for resource "
+                                           f"ConfigResource(type=BROKER, name='{name}'): {e}") from None
+    if validate_only:
+        return
+    await broker.coordinator.set_broker_configs(entity, configs)
+    broker.apply_dynamic_configs(broker.coordinator.broker_configs(None),
+                                 broker.coordinator.broker_configs(broker.broker_id))
+
+
 async def _alter_each(broker, request, new_configs) -> dict:
-    """Apply `new_configs(resource) -> dict` to each topic resource; one result per resource."""
+    """Apply `new_configs(resource, current) -> dict` to each resource; one result each."""
     out = []
     for res in request.resources:
         entry = {"error_code": 0, "error_message": None, "resource_type": res.resource_type,
                  "resource_name": res.resource_name}
         try:
-            _alter_topic_check(broker, res)
-            await broker.topic_admin.set_configs(res.resource_name, new_configs(res), request.validate_only)
+            if res.resource_type == BROKER:
+                await _alter_broker(broker, res, lambda cur: new_configs(res, cur, BROKER_CONFIG),
+                                    request.validate_only)
+            else:
+                _alter_topic_check(broker, res)
+                current = broker.coordinator.topic(res.resource_name).configs
+                await broker.topic_admin.set_configs(
+                    res.resource_name, new_configs(res, current, TOPIC_CONFIG), request.validate_only)
         except KafkaError as e:
             entry.update(error_code=e.code, error_message=e.message)
         out.append(entry)
@@ -106,13 +143,14 @@ async def _alter_each(broker, request, new_configs) -> dict:
 @handles("AlterConfigs", (0, 2))
 async def alter_configs(broker, request, ctx) -> dict:
     # AlterConfigs replaces the whole set of overrides.
-    return await _alter_each(broker, request, lambda res: {c.name: c.value for c in res.configs})
+    return await _alter_each(broker, request,
+                             lambda res, current, table: {c.name: c.value for c in res.configs})
 
 
-def _apply_ops(current: dict[str, str], ops) -> dict[str, str]:
+def _apply_ops(current: dict[str, str], ops, table) -> dict[str, str]:
     configs = dict(current)
     for op in ops:
-        spec = TOPIC_CONFIG.get(op.name)
+        spec = table.get(op.name)
         if op.config_operation == SET:
             configs[op.name] = op.value
         elif op.config_operation == DELETE:
@@ -139,4 +177,4 @@ def _apply_ops(current: dict[str, str], ops) -> dict[str, str]:
 @handles("IncrementalAlterConfigs", (0, 1))
 async def incremental_alter_configs(broker, request, ctx) -> dict:
     return await _alter_each(
-        broker, request, lambda res: _apply_ops(broker.coordinator.topic(res.resource_name).configs, res.configs))
+        broker, request, lambda res, current, table: _apply_ops(current, res.configs, table))
