@@ -28,7 +28,8 @@ strom-specific choices (documented, deliberate)
 * ``broker.id`` -1 (the default) means 0 when standalone (no ``zookeeper.connect``); with
   ZooKeeper it stays -1 for the coordinator to generate (Kafka's broker.id.generation.enable).
 
-A ``BrokerConfig`` is immutable after construction: share it freely between tasks and threads.
+A ``BrokerConfig`` changes only through ``set_dynamic`` (dynamic broker configs), on the
+broker's event loop; read it there. Everything else treats it as read-only.
 """
 from __future__ import annotations
 
@@ -914,10 +915,11 @@ class BrokerConfig:
         self.log_flush_interval_ms: int = self._first_of(
             ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"))
 
-    def _first_of(self, keys: Sequence[str]) -> Any:
+    def _first_of(self, keys: Sequence[str], values: Mapping[str, Any] | None = None) -> Any:
         """The first non-null of keys, scaled to milliseconds (Kafka's synonym converters)."""
+        values = self._values if values is None else values
         for k in keys:
-            val = self._values[k]
+            val = values[k]
             if val is not None:
                 return val * _SYNONYM_SCALE[k] if k in _SYNONYM_SCALE else val
         return None
@@ -980,11 +982,11 @@ class BrokerConfig:
             except ValueError as e:
                 raise ConfigError(f"Invalid value {raw} for configuration {key}: {e}", key) from None
 
-    def set_dynamic(self, defaults: Mapping[str, str], own: Mapping[str, str]) -> set[str]:
-        """Put the dynamic configs as the coordinator stores them in force (this broker's own
-        win over the cluster-wide defaults, which win over the file); the keys whose
-        effective value changed. Entries this broker cannot apply (written by another
-        tool or version) are skipped with a warning, never fatal."""
+    def _layered(self, defaults: Mapping[str, str], own: Mapping[str, str]
+                 ) -> tuple[dict[str, Any], dict[str, dict[str, str]]]:
+        """The typed values and the kept raw layers if these dynamic configs were in force
+        (this broker's own over the cluster-wide defaults over the file). Entries this
+        broker cannot apply are skipped with a warning."""
         values = dict(self._static_values)
         layers: dict[str, dict[str, str]] = {}
         for source, props in ((DYNAMIC_DEFAULT, defaults), (DYNAMIC_BROKER, own)):
@@ -998,6 +1000,25 @@ class BrokerConfig:
                 values[key] = BROKER_CONFIG[key].parse(raw)
                 kept[key] = raw.strip()
             layers[source] = kept
+        return values, layers
+
+    def topic_defaults_with(self, defaults: Mapping[str, str], own: Mapping[str, str]) -> dict[str, str]:
+        """What topic_defaults() would be with these dynamic configs (nothing changes)."""
+        return self._topic_defaults(self._layered(defaults, own)[0])
+
+    def set_dynamic(self, defaults: Mapping[str, str], own: Mapping[str, str],
+                    validate: Callable[[dict[str, str]], Any] | None = None) -> set[str]:
+        """Put the dynamic configs as the coordinator stores them in force; the keys whose
+        effective value changed. Entries this broker cannot apply (written by another tool
+        or version) are skipped with a warning. `validate(topic defaults)` may raise
+        ValueError: then nothing changes (logged), as when the combination fails here."""
+        values, layers = self._layered(defaults, own)
+        try:
+            if validate is not None:
+                validate(self._topic_defaults(values))
+        except ValueError as e:
+            log.error("dynamic broker configs not applied: %s", e)
+            return set()
         changed = {k for k, v in values.items() if v != self._values[k]}
         old_values, old_layers = self._values, self._dynamic
         self._values, self._dynamic = values, layers
@@ -1019,10 +1040,13 @@ class BrokerConfig:
 
     def topic_defaults(self) -> dict[str, str]:
         """Every topic config's effective default on this broker, as Kafka's strings."""
-        return {k.name: self._topic_default_string(k) for k in TOPIC_CONFIGS}
+        return self._topic_defaults(self._values)
 
-    def _topic_default_string(self, spec: ConfigKey) -> str:
-        value = self._first_of(spec.synonyms) if spec.synonyms else None
+    def _topic_defaults(self, values: Mapping[str, Any]) -> dict[str, str]:
+        return {k.name: self._topic_default_string(k, values) for k in TOPIC_CONFIGS}
+
+    def _topic_default_string(self, spec: ConfigKey, values: Mapping[str, Any] | None = None) -> str:
+        value = self._first_of(spec.synonyms, values) if spec.synonyms else None
         if value is None:
             value = spec.default
         if spec.name == "retention.ms" and value < 0:
@@ -1072,7 +1096,7 @@ class BrokerConfig:
 
     def describe_dynamic_defaults(self) -> list[ConfigEntry]:
         """DescribeConfigs of the cluster-wide entity (resource name ""): its dynamic
-        configs only, with the values set there and no per-broker synonyms (Kafka's
+        configs only, with the values set there and only that entity's synonyms (Kafka's
         createBrokerConfigEntry with perBrokerConfig=false)."""
         out = []
         for k in BROKER_CONFIGS:
@@ -1081,7 +1105,7 @@ class BrokerConfig:
                 continue
             synonyms = [s for s in self._config_synonyms(k.name, broker_synonyms(k.name),
                                                           k.is_sensitive)
-                        if s.source != DYNAMIC_BROKER]
+                        if s.source == DYNAMIC_DEFAULT]
             out.append(ConfigEntry(k.name, None if k.is_sensitive else value, DYNAMIC_DEFAULT,
                                    k.read_only, k.is_sensitive, tuple(synonyms), k.kafka_type,
                                    k.doc))

@@ -114,20 +114,39 @@ class Broker:
         elif isinstance(event, BrokerConfigsChanged):
             self.apply_dynamic_configs(event.defaults, event.own)
 
+    def check_dynamic_configs(self, broker_id: int | None, configs: dict[str, str]) -> None:
+        """What AlterConfigs may store for a BROKER resource (None: cluster-wide): each key
+        (BrokerConfig.check_dynamic), then the topic defaults they make together, which
+        must give a valid LogConfig (Kafka validates a reconfiguration the same way before
+        storing it). ConfigError otherwise."""
+        self.config.check_dynamic(configs, per_broker=broker_id is not None)
+        defaults = configs if broker_id is None else self.coordinator.broker_configs(None)
+        own = configs if broker_id is not None else self.coordinator.broker_configs(self.broker_id)
+        try:
+            LogConfig.from_topic_configs(self.config.topic_defaults_with(defaults, own))
+        except ValueError as e:
+            raise ConfigError(f"Invalid topic defaults: {e}", next(iter(configs), "")) from None
+
     def apply_dynamic_configs(self, defaults: dict[str, str], own: dict[str, str]) -> None:
         """Put dynamic broker configs in force. They are all topic defaults
         (config.DYNAMIC_APPLIED): every log here whose topic does not set the key itself
-        takes the new value at once, as do logs created later."""
-        changed = self.config.set_dynamic(defaults, own)
+        takes the new value at once (as Kafka's updateLogsConfig over all logs), as do logs
+        created later; the controller reads unclean.leader.election.enable when it elects."""
+        changed = self.config.set_dynamic(defaults, own, validate=LogConfig.from_topic_configs)
         if not changed:
             return
         log.info("dynamic broker configs changed: %s",
                  ", ".join(f"{k}={self.config.describe(k).value}" for k in sorted(changed)))
         self.log_manager.default_config = self.default_log_config()
-        for topic in sorted({t for t, _ in self.replicas.partitions}):
-            meta = self.coordinator.topic(topic)
-            self.replicas.update_log_config(
-                topic, self.log_config_for(meta) if meta is not None else self.default_log_config())
+        configs: dict[str, LogConfig] = {}
+        for plog in self.log_manager.all_logs():
+            if plog.topic not in configs:
+                meta = self.coordinator.topic(plog.topic)
+                configs[plog.topic] = (self.log_config_for(meta) if meta is not None
+                                       else self.default_log_config())
+            plog.update_config(configs[plog.topic])
+        if self.controller is not None and "unclean.leader.election.enable" in changed:
+            self.controller.unclean_default_changed()
 
     def _load_dynamic_configs(self) -> None:
         self.apply_dynamic_configs(self.coordinator.broker_configs(None),

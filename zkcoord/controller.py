@@ -26,8 +26,8 @@ from clients.aio.pool import ConnectionPool
 
 from . import zk_paths as zp
 from .zookeeper import (BrokersChanged, ControllerChanged, ControllerMovedError, IsrChangesNotified,
-                        SessionReestablished, StaleZkVersionError, TopicDeletionsRequested, TopicModified,
-                        TopicsChanged, ZkCoordinator)
+                        SessionReestablished, StaleZkVersionError, TopicConfigChanged,
+                        TopicDeletionsRequested, TopicModified, TopicsChanged, ZkCoordinator)
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,6 @@ class Controller:
         self.broker = broker
         self.zk = zk
         self.broker_id = broker.broker_id
-        self.unclean = broker.config.get("unclean.leader.election.enable")
         self.auto_rebalance = broker.config.get("auto.leader.rebalance.enable")
         self.imbalance_interval_s = broker.config.get("leader.imbalance.check.interval.seconds")
         self.imbalance_ratio = broker.config.get("leader.imbalance.per.broker.percentage") / 100.0
@@ -168,6 +167,14 @@ class Controller:
                 fut.set_result(await self._controlled_shutdown(broker_id))
             return
         if not self.active:
+            return
+        if isinstance(event, tuple) and event[0] == "unclean_enabled":
+            if self.broker.config.get("unclean.leader.election.enable"):
+                await self._elect_offline(None)
+            return
+        if isinstance(event, TopicConfigChanged):
+            if str(event.configs.get("unclean.leader.election.enable", "")).strip().lower() == "true":
+                await self._elect_offline(event.name)
             return
         if isinstance(event, BrokersChanged):
             await self._on_brokers_changed(set(event.added), set(event.removed))
@@ -285,10 +292,35 @@ class Controller:
         return created
 
     def _unclean_allowed(self, topic: str) -> bool:
-        """The topic's unclean.leader.election.enable if it sets one, else the broker's."""
+        """The topic's unclean.leader.election.enable if it sets one, else the broker's
+        (read at each election: a dynamic broker config may change it)."""
         meta = self.zk.topics().get(topic)
         value = meta.configs.get("unclean.leader.election.enable") if meta is not None else None
-        return self.unclean if value is None else value.strip().lower() == "true"
+        if value is None:
+            return bool(self.broker.config.get("unclean.leader.election.enable"))
+        return value.strip().lower() == "true"
+
+    def unclean_default_changed(self) -> None:
+        """The broker's unclean.leader.election.enable changed (a dynamic config)."""
+        self.events.put_nowait(("unclean_enabled", None))
+
+    async def _elect_offline(self, topic: str | None) -> None:
+        """Elect leaders for offline partitions (of `topic`, or all), as Kafka does when
+        unclean leader election is turned on (enableDefault/TopicUncleanLeaderElection)."""
+        offline = [tp for tp, ps in self.states.items()
+                   if (topic is None or tp[0] == topic)
+                   and (ps.state.leader == zp.NO_LEADER or ps.state.leader not in self.live)]
+        if not offline:
+            return
+        changed = await self._elect_leaders(offline)
+        log.info("controller: unclean leader election enabled; %d of %d offline partitions "
+                 "have a leader", len(changed), len(offline))
+        if changed:
+            self._send_update_metadata(self.live, list(self.states))
+            for b in self.live:
+                tps = [tp for tp in changed if b in self._replicas(tp)]
+                if tps:
+                    self._send_leader_and_isr(b, tps)
 
     def _choose_leader(self, tp: TopicPartition, isr: list[int], exclude: set[int] = frozenset()) -> tuple[int, bool]:
         replicas = self._replicas(tp)

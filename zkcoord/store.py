@@ -72,6 +72,10 @@ class Coordinator(abc.ABC):
         """Dynamic broker configs as stored: one broker's (its id) or the cluster-wide
         defaults (None). Kafka's /config/brokers/<id> and /config/brokers/<default>."""
 
+    async def fetch_broker_configs(self, broker_id: int | None) -> dict[str, str]:
+        """As broker_configs(), read from the store itself rather than a cache."""
+        return self.broker_configs(broker_id)
+
     @abc.abstractmethod
     async def set_broker_configs(self, broker_id: int | None, configs: dict[str, str]) -> None:
         """Replace one broker's (or, with None, the cluster-wide) dynamic configs."""

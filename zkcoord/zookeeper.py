@@ -787,6 +787,18 @@ class ZkCoordinator(Coordinator):
     def broker_configs(self, broker_id: int | None) -> dict[str, str]:
         return dict(self._broker_configs.get(broker_id, {}))
 
+    async def fetch_broker_configs(self, broker_id: int | None) -> dict[str, str]:
+        """/config/brokers/<entity> as stored now (no watch): the base of an incremental
+        change, as Kafka's fetchEntityConfig."""
+        got = await self._get(zp.broker_config_path(broker_id))
+        if got is None:
+            return {}
+        try:
+            return zp.decode_entity_config(got[0])
+        except zp.ZkDataError as e:
+            log.error("ignoring unreadable broker config: %s", e)
+            return {}
+
     async def set_broker_configs(self, broker_id: int | None, configs: dict[str, str]) -> None:
         """Kafka's AdminZkClient.changeBrokerConfig: write /config/brokers/<entity>, then the
         change notification (entity_path brokers/<entity>) other tools and brokers follow."""

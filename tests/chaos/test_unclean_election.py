@@ -51,3 +51,26 @@ def test_unclean_election_elects_an_out_of_sync_replica(tmp_path, where):
         cluster.wait_until(lambda: cluster.leader(TOPIC, 0) == follower, timeout=30)
         print(f"unclean election: state {cluster.partition_state(TOPIC, 0)}")
         assert cluster.isr(TOPIC, 0) == [follower]
+
+
+@pytest.mark.parametrize("where", ["broker", "topic"])
+def test_turning_unclean_election_on_elects_an_offline_partition(tmp_path, where):
+    """Kafka's enableDefault/TopicUncleanLeaderElection: an offline partition gets an
+    out-of-sync leader as soon as unclean election is turned on, for the cluster
+    (kafka-configs --entity-default) or for the topic, without a broker change."""
+    import subprocess
+    from pathlib import Path
+    with Cluster(tmp_path / "c", brokers=3) as cluster:
+        cluster.start()
+        dead, follower = isolate_leader(cluster)
+        cluster.wait_until(lambda: cluster.partition_state(TOPIC, 0)["leader"] == -1, timeout=30)
+        entity = (["--entity-type", "brokers", "--entity-default"] if where == "broker"
+                  else ["--entity-type", "topics", "--entity-name", TOPIC])
+        tool = Path(__file__).resolve().parents[2] / "bin" / "kafka-configs.sh"
+        done = subprocess.run([str(tool), "--bootstrap-server", cluster.broker(follower).bootstrap,
+                               *entity, "--alter", "--add-config",
+                               "unclean.leader.election.enable=true"],
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        cluster.wait_until(lambda: cluster.leader(TOPIC, 0) == follower, timeout=30)
+        assert cluster.isr(TOPIC, 0) == [follower]

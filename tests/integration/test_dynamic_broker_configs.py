@@ -95,6 +95,13 @@ def test_cluster_wide_and_per_broker_configs_on_a_running_broker(broker_factory)
     refused = kafka_configs(b.bootstrap, "--entity-type", "brokers", "--entity-default", "--alter",
                             "--add-config", "num.io.threads=4")
     assert refused.returncode == 1 and "does not apply num.io.threads" in refused.stderr
+    # Valid for the key, not as topic defaults: an empty cleanup.policy is refused before
+    # it is stored (else no log could be created, nor the broker restarted).
+    empty = ConfigResource(ConfigResource.Type.BROKER, "0", incremental_configs=[
+        ConfigEntry("log.cleanup.policy", "delete", incremental_operation=AlterConfigOpType.SUBTRACT)])
+    with pytest.raises(KafkaException) as e:
+        admin.incremental_alter_configs([empty])[empty].result(30)
+    assert e.value.args[0].name() == "INVALID_REQUEST" and "cleanup.policy" in e.value.args[0].str()
 
     # Both survive a restart.
     b.stop()
@@ -109,6 +116,8 @@ def test_cluster_wide_and_per_broker_configs_on_a_running_broker(broker_factory)
     assert gone.returncode == 0, gone.stderr
     value, source = describe(admin, ConfigResource.Type.BROKER, "0")["log.retention.ms"]
     assert (value, source) == ("1000", "DYNAMIC_DEFAULT_BROKER_CONFIG")
+    admin.create_topics([NewTopic("after", 1, 1)])["after"].result(30)   # logs still open
+    produce_old(b.bootstrap, "after", 1, 10)
 
 
 @pytest.mark.slow

@@ -35,7 +35,8 @@ def test_layers_combine_in_kafkas_order():
     assert set(defaults) == {"log.retention.ms", "log.segment.bytes"}
     assert defaults["log.retention.ms"].value == "1000"
     assert defaults["log.retention.ms"].source == DYNAMIC_DEFAULT
-    assert all(s.source != DYNAMIC_BROKER for s in defaults["log.retention.ms"].synonyms)
+    assert [(s.source, s.value) for s in defaults["log.retention.ms"].synonyms] == [
+        (DYNAMIC_DEFAULT, "1000")]                               # that entity's only (Kafka)
     # Removing them brings the file's values back.
     assert c.set_dynamic({}, {}) == {"log.retention.ms", "log.segment.bytes"}
     assert c.get("log.retention.ms") == 5000 and c.source("log.retention.ms") == STATIC
@@ -59,13 +60,39 @@ def test_what_may_not_be_set(configs, per_broker, message):
     assert e.value.key == next(iter(configs))
 
 
-def test_every_applied_key_is_a_topic_default_kafka_lets_change():
+# Kafka 3.x: DynamicLogConfig.ReconfigurableConfigs = the broker synonyms of topic configs
+# (ServerTopicConfigSynonyms) minus log.message.format.version, which strom does not have.
+KAFKA_DYNAMIC_LOG_CONFIGS = {
+    "log.segment.bytes", "log.roll.ms", "log.roll.jitter.ms", "log.index.size.max.bytes",
+    "log.flush.interval.messages", "log.flush.interval.ms", "log.retention.bytes",
+    "log.retention.ms", "message.max.bytes", "log.index.interval.bytes",
+    "log.cleaner.delete.retention.ms", "log.cleaner.min.compaction.lag.ms",
+    "log.cleaner.max.compaction.lag.ms", "log.segment.delete.delay.ms",
+    "log.cleaner.min.cleanable.ratio", "log.cleanup.policy", "unclean.leader.election.enable",
+    "min.insync.replicas", "compression.type", "log.preallocate", "log.message.timestamp.type",
+    "log.message.timestamp.difference.max.ms", "log.message.timestamp.before.max.ms",
+    "log.message.timestamp.after.max.ms", "log.message.downconversion.enable",
+    "log.local.retention.ms", "log.local.retention.bytes"}
+
+
+def test_the_applied_keys_are_kafkas_dynamic_log_configs():
+    assert DYNAMIC_APPLIED == KAFKA_DYNAMIC_LOG_CONFIGS
+
+
+def test_combinations_that_make_no_valid_topic_defaults_are_not_applied(caplog):
+    """Each value may be fine on its own (an empty cleanup.policy list is, for the key's
+    own validator) and still make no valid LogConfig: nothing is applied then."""
+    from broker.log import LogConfig
     c = config()
-    assert "log.retention.ms" in DYNAMIC_APPLIED and "message.max.bytes" in DYNAMIC_APPLIED
-    for key in DYNAMIC_APPLIED:
-        assert c.describe(key).read_only is False
-    c.check_dynamic({k: c.describe(k).value or "1" for k in ("log.retention.ms",
-                                                            "compression.type")}, False)
+    defaults = c.topic_defaults_with({"log.cleanup.policy": ""}, {})
+    assert defaults["cleanup.policy"] == ""
+    with pytest.raises(ValueError):
+        LogConfig.from_topic_configs(defaults)
+    before = c.topic_defaults()
+    assert c.set_dynamic({"log.cleanup.policy": "", "log.retention.ms": "1000"}, {},
+                         validate=LogConfig.from_topic_configs) == set()
+    assert c.topic_defaults() == before and c.source("log.retention.ms") != DYNAMIC_DEFAULT
+    assert "not applied" in caplog.text
 
 
 def test_stored_entries_it_cannot_apply_are_skipped_not_fatal(caplog):

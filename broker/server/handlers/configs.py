@@ -104,9 +104,10 @@ def _broker_entity(broker, res) -> int | None:
 
 async def _alter_broker(broker, res, new_configs, validate_only: bool) -> None:
     entity = _broker_entity(broker, res)
-    configs = new_configs(broker.coordinator.broker_configs(entity))
+    # As Kafka (fetchEntityConfig): what is stored now, not the watch's cache.
+    configs = new_configs(await broker.coordinator.fetch_broker_configs(entity))
     try:
-        broker.config.check_dynamic(configs, per_broker=entity is not None)
+        broker.check_dynamic_configs(entity, configs)
     except ConfigError as e:
         # Kafka (ZooKeeper mode) answers every invalid broker config with INVALID_REQUEST.
         name = "" if entity is None else str(entity)
@@ -143,8 +144,9 @@ async def _alter_each(broker, request, new_configs) -> dict:
 @handles("AlterConfigs", (0, 2))
 async def alter_configs(broker, request, ctx) -> dict:
     # AlterConfigs replaces the whole set of overrides.
-    return await _alter_each(broker, request,
-                             lambda res, current, table: {c.name: c.value for c in res.configs})
+    # Entries without a value are dropped, as Kafka's ZkAdminManager.alterConfigs does.
+    return await _alter_each(broker, request, lambda res, current, table: {
+        c.name: c.value for c in res.configs if c.value is not None})
 
 
 def _apply_ops(current: dict[str, str], ops, table) -> dict[str, str]:
