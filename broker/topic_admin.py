@@ -152,8 +152,12 @@ class TopicAdmin:
         configs = self.broker.validate_topic_configs(configs)
         if validate_only:
             return
-        meta = await self.broker.coordinator.set_topic_configs(name, configs)
-        self.broker.replicas.update_log_config(name, self.broker.log_config_for(meta))
+        await self.broker.coordinator.set_topic_configs(name, configs)
+        # From the coordinator's cache, not our own write: a newer write by another broker
+        # may have landed meanwhile (the ZooKeeper watch applies that one too).
+        meta = self.broker.coordinator.topic(name)
+        if meta is not None:
+            self.broker.replicas.update_log_config(name, self.broker.log_config_for(meta))
 
 
 

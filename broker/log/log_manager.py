@@ -244,10 +244,10 @@ class LogManager:
     def run_retention(self, now_ms: int) -> int:
         """Apply retention (and producer id expiration) to every log; segments deleted."""
         deleted = 0
-        for plog in self._logs.values():
+        for plog in list(self._logs.values()):
             try:
                 deleted += plog.delete_retention_segments(now_ms)
-            except KafkaStorageError:
+            except Exception:             # one log's failure must not stop the others'
                 log.exception("retention failed for %s", plog.name)
             plog.producers.remove_expired(now_ms, self.producer_id_expiration_ms)
         return deleted

@@ -60,9 +60,12 @@ def recompress_batches(buf: memoryview, batches: list[tuple[int, BatchHeader]], 
             out += buf[pos:end]
             continue
         section = buf[pos + HEADER_SIZE:end]
-        raw = section if h.compression == compression.NONE else \
-            compression.decompress(h.compression, section, budget)
-        budget -= len(raw)
+        raw: bytes | memoryview
+        if h.compression == compression.NONE:
+            raw = section
+        else:
+            raw = compression.decompress(h.compression, section, budget)
+            budget -= len(raw)
         # An empty records section stays empty in any codec (a batch without records).
         if codec != compression.NONE and len(raw):
             raw = compression.compress(codec, raw)

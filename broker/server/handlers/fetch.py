@@ -80,11 +80,6 @@ class _FetchPlan:
                     parts.append((rp, Code.NOT_LEADER_OR_FOLLOWER))
                 else:
                     code = check_leader_epoch(p, rp.current_leader_epoch) if version >= 9 else 0
-                    if version < 10 and self.replica_id < 0 and \
-                            p.log.config.compression_type == "zstd":
-                        # Kafka: a client older than Fetch v10 cannot read zstd, which a
-                        # zstd topic stores whatever the producer sent.
-                        code = code or Code.UNSUPPORTED_COMPRESSION_TYPE
                     parts.append((rp, code or p))
             self.topics.append((key, parts))
 
@@ -119,6 +114,13 @@ class _FetchPlan:
                     out.append(entry)
                     continue
                 log = p.log
+                if self.version < 10 and self.replica_id < 0 and \
+                        log.config.compression_type == "zstd":
+                    # Kafka (answering, after any wait): a client older than Fetch v10
+                    # cannot read zstd, which a zstd topic stores whatever was produced.
+                    entry["error_code"] = Code.UNSUPPORTED_COMPRESSION_TYPE
+                    out.append(entry)
+                    continue
                 entry["high_watermark"] = p.high_watermark
                 entry["last_stable_offset"] = log.last_stable_offset
                 entry["log_start_offset"] = log.log_start_offset
