@@ -102,7 +102,8 @@ class LogManager:
             plog = PartitionLog(path, configs.get(tp[0], self.default_config), topic=tp[0],
                                 partition=tp[1], recovery_point=recovery.get(tp, 0),
                                 log_start_offset=starts.get(tp, 0), clean_shutdown=clean,
-                                deleter=self.deleter, first_dirty_offset=cleaned.get(tp))
+                                deleter=self.deleter, first_dirty_offset=cleaned.get(tp),
+                                fsync_later=self._fsync_later)
             # The setter clamps to the recovered log, which may have lost its tail.
             plog.high_watermark = high_watermarks.get(tp, 0)
             self._attach(plog, log_dir)
@@ -144,7 +145,8 @@ class LogManager:
         path = os.path.join(log_dir, f"{topic}-{partition}")
         try:
             plog = PartitionLog(path, config or self.default_config, topic=topic,
-                                partition=partition, deleter=self.deleter)
+                                partition=partition, deleter=self.deleter,
+                                fsync_later=self._fsync_later)
             checkpoints.fsync_dir(log_dir)
         except OSError as e:
             raise KafkaStorageError(f"cannot create log {topic}-{partition}: {e}") from e
@@ -195,6 +197,15 @@ class LogManager:
         if self._closed:
             log.warning("%s after the log manager closed: skipped", what)
         return self._closed
+
+    def _fsync_later(self, path: str) -> None:
+        """fsync a file just written (a producer snapshot) and its directory on the
+        checkpoint thread, off the event loop: with many producers that fsync took seconds
+        at a segment roll. After close(), at once."""
+        if self._closed:
+            _fsync_file(path)
+            return
+        self._checkpoints_thread().submit(_fsync_file, path)
 
     def _checkpoints_thread(self) -> concurrent.futures.ThreadPoolExecutor:
         # One thread: writes of the same files happen one at a time, in the order their
@@ -307,6 +318,26 @@ class LogManager:
         self._dirs_to_delete = []
         for d in self.log_dirs:
             checkpoints.atomic_write(os.path.join(d, CLEAN_SHUTDOWN_FILE), b"")
+
+
+def _fsync_file(path: str) -> None:
+    """fsync `path` and its directory; gone already (deleted meanwhile) is fine."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError as e:
+        log.error("fsync of %s failed: %s", path, e)
+    finally:
+        os.close(fd)
+    try:
+        checkpoints.fsync_dir(os.path.dirname(path))
+    except FileNotFoundError:
+        pass                              # the log was deleted meanwhile
+    except OSError as e:
+        log.error("fsync of the directory of %s failed: %s", path, e)
 
 
 def _write_checkpoints(snapshot: list[tuple[str, dict[TopicPartition, int]]]) -> None:

@@ -112,7 +112,8 @@ class PartitionLog:
     def __init__(self, dir: str, config: LogConfig, *, topic: str | None = None,
                  partition: int | None = None, recovery_point: int = 0,
                  log_start_offset: int = 0, clean_shutdown: bool = False,
-                 deleter: SegmentDeleter | None = None, first_dirty_offset: int | None = None):
+                 deleter: SegmentDeleter | None = None, first_dirty_offset: int | None = None,
+                 fsync_later: Callable[[str], None] | None = None):
         self.dir = dir
         if topic is None or partition is None:
             name, _, index = os.path.basename(os.path.normpath(dir)).rpartition("-")
@@ -138,7 +139,7 @@ class PartitionLog:
         self.on_recovery_point_lowered: Callable[[PartitionLog], None] | None = None
         os.makedirs(dir, exist_ok=True)
         self.leader_epochs = LeaderEpochCache(os.path.join(dir, checkpoints.LEADER_EPOCH_FILE))
-        self.producers = ProducerStateManager(dir)
+        self.producers = ProducerStateManager(dir, fsync_later)
         self._load(recovery_point, log_start_offset, clean_shutdown)
 
     # =================================================================== loading

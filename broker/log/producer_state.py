@@ -29,7 +29,10 @@ open, the newest snapshot at or below the log end is loaded and the batch header
 it are replayed (PartitionLog does the replay).
 
 Event-loop thread only. `take_snapshot` / `load_latest_snapshot` / `delete_snapshots_*` do
-blocking file I/O; everything else is in memory.
+blocking file I/O; everything else is in memory. With `fsync_later`, a snapshot is written
+on the caller's thread and fsynced by that callback (Kafka flushes producer snapshots on
+its scheduler, not on the request path): a crash before the fsync can leave it unreadable,
+and opening then discards it and replays the log from an older one.
 """
 from __future__ import annotations
 
@@ -38,7 +41,7 @@ import logging
 import os
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from clients.protocol.batch_header import BatchHeader
 
@@ -129,8 +132,9 @@ def _in_sequence(last_seq: int, next_seq: int) -> bool:
 
 
 class ProducerStateManager:
-    def __init__(self, dir: str | None):
+    def __init__(self, dir: str | None, fsync_later: Callable[[str], None] | None = None):
         self.dir = dir
+        self.fsync_later = fsync_later
         self.producers: dict[int, ProducerStateEntry] = {}
         self.map_end_offset = 0          # the log offset the state is up to date with
         self._ongoing: dict[int, int] = {}   # producer id -> first offset of its open txn
@@ -288,8 +292,11 @@ class ProducerStateManager:
                   for b in e.batches]]
                 for e in self.producers.values()],
         }
-        atomic_write(self._snapshot_path(self.map_end_offset),
-                     json.dumps(doc, separators=(",", ":")).encode())
+        path = self._snapshot_path(self.map_end_offset)
+        atomic_write(path, json.dumps(doc, separators=(",", ":")).encode(),
+                     fsync=self.fsync_later is None)
+        if self.fsync_later is not None:
+            self.fsync_later(path)
 
     def load_latest_snapshot(self, max_offset: int) -> int | None:
         """Load the newest readable snapshot at or below `max_offset` (deleting any above

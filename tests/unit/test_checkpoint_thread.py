@@ -122,3 +122,42 @@ def test_no_checkpoint_is_written_after_close(tmp_path, monkeypatch):
     m.checkpoint_recovery_points()
     assert written == []
     assert _hw_file(tmp_path) == ["0", "1", "t 0 4"]
+
+
+def test_producer_snapshots_are_fsynced_off_the_event_loop(tmp_path, monkeypatch):
+    """A roll writes the producer snapshot at once (a truncation may need it) but leaves
+    its fsync to the checkpoint thread, as Kafka's scheduler does: with many producers that
+    fsync took seconds on the loop. close() waits for it."""
+    from broker.log import log_manager
+    real = log_manager._fsync_file
+    synced: list[str] = []
+
+    def slow(path):
+        time.sleep(SLOW_S)
+        real(path)
+        synced.append(path.rsplit("/", 1)[-1])
+    monkeypatch.setattr(log_manager, "_fsync_file", slow)
+    from broker.log import producer_state
+    real_write = producer_state.atomic_write
+
+    def write(path, data, fsync=True):
+        if fsync:
+            time.sleep(SLOW_S)                         # the fsync, had it stayed here
+        real_write(path, data, fsync)
+    monkeypatch.setattr(producer_state, "atomic_write", write)
+    m = LogManager([str(tmp_path / "logs")], LogConfig(segment_bytes=300))
+    log = m.create_log("t", 0)
+
+    def idem(seq: int) -> bytes:
+        return build_batch([Record(None, b"x" * 100)], producer_id=9, producer_epoch=0,
+                           base_sequence=seq)
+    log.append_as_leader(idem(0), 0)
+    log.append_as_leader(idem(1), 0)
+    start = time.monotonic()
+    log.append_as_leader(idem(2), 0)                   # rolls: a snapshot at offset 2
+    took = time.monotonic() - start
+    assert len(log.segments) >= 2
+    assert took < SLOW_S / 2, f"the roll waited {took:.3f}s for an fsync"
+    assert (tmp_path / "logs" / "t-0" / "00000000000000000002.snapshot").exists()
+    m.close()
+    assert "00000000000000000002.snapshot" in synced     # fsynced before close() returned
