@@ -6,6 +6,9 @@ sends one Fetch request per partition leader for all assigned, unpaused partitio
 have room in the buffer (at most `_PREFETCH` completed fetches per partition), one request
 in flight per broker. While the user processes what poll() returned, the next fetch is
 already on its way: a partition becomes fetchable again as soon as its buffer has room.
+With Fetch v7+ each broker gets a fetch session (fetch_session.py, KIP-227): after the
+first request, only partitions whose fetch position changed are named, and close() ends
+the sessions.
 
 Responses: records are decoded with `records_from_fetch` from the fetch offset on (a fetch
 starting inside a batch gets the whole batch). Control batches are always skipped; with
@@ -35,6 +38,7 @@ from clients.serde import as_deserializer
 from clients.types import ConsumerRecord, TopicPartition
 
 from .client import KafkaClient
+from .fetch_session import FINAL_EPOCH, NO_SESSION, FetchSessionHandler, SessionRequest
 from .errors import KafkaConnectionError, KafkaTimeoutError, RecordDeserializationError
 
 __all__ = ["Fetcher", "PartitionState", "EARLIEST", "LATEST"]
@@ -122,6 +126,7 @@ class Fetcher:
         self._wake = asyncio.Event()
         self._busy: set[Any] = set()               # brokers with a fetch in flight
         self._backoff_until: dict[Any, float] = {}
+        self._sessions: dict[int, FetchSessionHandler] = {}     # per broker (Fetch v7+)
         self._tasks: set[asyncio.Task[None]] = set()
         self._task: asyncio.Task[None] | None = None
         self._closed = False
@@ -275,6 +280,25 @@ class Fetcher:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._task = None
+        await self._close_sessions()
+
+    async def _close_sessions(self, timeout: float = 1.0) -> None:
+        """Tell each broker its fetch session with us is over (epoch -1), as Kafka's
+        consumer does on close, so the slot is free at once. Best effort, bounded."""
+        async def close_one(node: int, session_id: int) -> None:
+            conn = await self.client.connection(node)
+            version = min(conn.version_for("Fetch"), _FETCH_MAX_VERSION)
+            body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1,
+                    "max_bytes": self.max_bytes, "isolation_level": 0,
+                    "session_id": session_id, "session_epoch": FINAL_EPOCH, "topics": [],
+                    "forgotten_topics_data": [], "rack_id": ""}
+            await conn.request("Fetch", body, version=version, timeout=timeout)
+        closing = [(node, s.session_id) for node, s in self._sessions.items()
+                   if s.session_id != NO_SESSION]
+        self._sessions.clear()
+        if closing:
+            await asyncio.gather(*(asyncio.wait_for(close_one(n, sid), timeout)
+                                   for n, sid in closing), return_exceptions=True)
 
     def _fetch_offset(self, st: PartitionState) -> int | None:
         if st.position is None or st.paused or st.error is not None or len(st.buffer) >= _PREFETCH:
@@ -328,25 +352,35 @@ class Fetcher:
             conn = await self.client.connection(node)
             version = min(conn.version_for("Fetch"), _FETCH_MAX_VERSION)
             cluster = self.client.cluster
-            topics: dict[str, list[dict]] = {}
+            wanted: dict[TopicPartition, tuple[int, int, int]] = {}
             for tp, st, offset in parts:
                 info = cluster.partition(tp.topic, tp.partition)
-                topics.setdefault(tp.topic, []).append({
-                    "partition": tp.partition, "fetch_offset": offset,
-                    "current_leader_epoch": info.leader_epoch if info is not None else -1,
-                    "last_fetched_epoch": -1, "log_start_offset": -1,
-                    "partition_max_bytes": self.partition_max_bytes})
-            body = {"replica_id": -1, "max_wait_ms": self.max_wait_ms,
-                    "min_bytes": self.min_bytes, "max_bytes": self.max_bytes,
-                    "isolation_level": 1 if self.read_committed else 0,
-                    "session_id": 0, "session_epoch": -1,      # no fetch session: full fetches
-                    "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-                    "forgotten_topics_data": [], "rack_id": ""}
-            resp = await conn.request("Fetch", body, version=version,
-                                      timeout=self.client.request_timeout + self.max_wait_ms / 1000)
+                wanted[tp] = (offset, self.partition_max_bytes,
+                              info.leader_epoch if info is not None else -1)
+            session = self._sessions.setdefault(node, FetchSessionHandler()) if version >= 7 else None
+            req: SessionRequest | None = session.build(wanted) if session is not None else None
+            body = self._fetch_body(req, wanted)
+            try:
+                resp = await conn.request("Fetch", body, version=version,
+                                          timeout=self.client.request_timeout + self.max_wait_ms / 1000)
+            except BaseException:
+                if session is not None:
+                    session.reset()          # did the broker move the epoch on? start over
+                raise
             self._backoff_until.pop(node, None)
-            if resp.get("error_code"):
-                raise for_code(resp.error_code)(f"Fetch from broker {node}")
+            code = resp.get("error_code")
+            if session is not None and req is not None:
+                if code in (Code.FETCH_SESSION_ID_NOT_FOUND, Code.INVALID_FETCH_SESSION_EPOCH):
+                    log.info("fetch session with broker %s: %s; starting a new one", node,
+                             for_code(code).name)
+                    session.reset()
+                    return                   # the finally clause fetches again at once
+                if code:
+                    session.reset()
+                else:
+                    session.on_response(req, resp.session_id)
+            if code:
+                raise for_code(code)(f"Fetch from broker {node}")
             for t in resp.responses:
                 for p in t.partitions:
                     tp = TopicPartition(t.topic, p.partition_index)
@@ -372,6 +406,30 @@ class Fetcher:
         finally:
             self._busy.discard(node)
             self.wake()
+
+    def _fetch_body(self, req: SessionRequest | None,
+                    wanted: dict[TopicPartition, tuple[int, int, int]]) -> dict[str, Any]:
+        """A Fetch request: every wanted partition without a session, else the session's
+        changes (see fetch_session)."""
+        send = wanted if req is None else req.to_send
+        topics: dict[str, list[dict]] = {}
+        for tp, (offset, max_bytes, leader_epoch) in send.items():
+            topics.setdefault(tp.topic, []).append({
+                "partition": tp.partition, "fetch_offset": offset,
+                "current_leader_epoch": leader_epoch, "last_fetched_epoch": -1,
+                "log_start_offset": -1, "partition_max_bytes": max_bytes})
+        forgotten: dict[str, list[int]] = {}
+        for tp in (req.to_forget if req is not None else ()):
+            forgotten.setdefault(tp.topic, []).append(tp.partition)
+        return {"replica_id": -1, "max_wait_ms": self.max_wait_ms,
+                "min_bytes": self.min_bytes, "max_bytes": self.max_bytes,
+                "isolation_level": 1 if self.read_committed else 0,
+                "session_id": req.session_id if req is not None else NO_SESSION,
+                "session_epoch": req.epoch if req is not None else FINAL_EPOCH,
+                "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+                "forgotten_topics_data": [{"topic": t, "partitions": ps}
+                                          for t, ps in forgotten.items()],
+                "rack_id": ""}
 
     def _handle(self, tp: TopicPartition, p: Any, version: int, offset: int, now: float) -> None:
         st = self.states.get(tp)

@@ -282,3 +282,63 @@ def test_consumer_follows_leader_change_without_losing_position(tmp_path):
         assert offsets == list(range(n)), "records lost, repeated or out of order"
         assert [int(r.value.split(b".")[0]) for r in got] == list(range(n))
         assert cluster.wait_for_leader(topic, 0, timeout=5, other_than=old_leader) != old_leader
+
+
+def test_consumer_uses_fetch_sessions_and_survives_losing_them(broker_factory):
+    """KIP-227 from strom's consumer: one full fetch, then incremental ones naming only what
+    changed (40 partitions, records arriving on 3); a broker restart loses the session, the
+    consumer starts a new one and reads on, every record once; close() ends the session on
+    the broker (its incremental session count goes back to 0)."""
+    import asyncio
+    import urllib.request
+
+    from clients.aio.consumer import AsyncConsumer
+    from tests.support.broker_process import free_port
+    port = free_port()
+    b = broker_factory({"metrics.port": str(port)})
+    create_topic(b.bootstrap, "sess", 40)
+
+    def sessions_on_broker() -> float:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+        line = next(x for x in text.splitlines()
+                    if x.startswith("kafka_server_fetchsessioncache_numincrementalfetchsessions"))
+        return float(line.split()[-1])
+
+    def produce(start: int, n: int) -> None:
+        p = CKProducer({"bootstrap.servers": b.bootstrap, **QUIET})
+        for i in range(start, start + n):
+            p.produce("sess", value=b"%d" % i, partition=(0, 17, 39)[i % 3])
+        assert p.flush(30) == 0
+
+    async def run() -> None:
+        c = AsyncConsumer(bootstrap_servers=b.bootstrap, group_id=None, fetch_max_wait_ms=100,
+                          enable_auto_commit=False)
+        await c.assign([TopicPartition("sess", p) for p in range(40)])
+        await c.seek_to_beginning()
+        got: list[int] = []
+
+        async def read(upto: int) -> None:
+            deadline = time.monotonic() + 60
+            while len(got) < upto:
+                assert time.monotonic() < deadline, f"only {len(got)} of {upto} records"
+                got.extend(int(r.value) for r in await c.poll(0.5))
+        for round_ in range(5):
+            await asyncio.to_thread(produce, round_ * 30, 30)
+            await read((round_ + 1) * 30)
+        (node, session), = c._f._sessions.items()
+        assert session.session_id != 0
+        assert session.incremental_requests > 3 * session.full_requests, vars(session)
+        assert sessions_on_broker() == 1
+
+        fulls = session.full_requests
+        await asyncio.to_thread(b.stop)               # the session dies with the broker
+        await asyncio.to_thread(b.start)
+        for round_ in range(5, 8):
+            await asyncio.to_thread(produce, round_ * 30, 30)
+            await read((round_ + 1) * 30)
+        assert session.full_requests > fulls and session.incremental_requests > 0
+        assert sorted(got) == list(range(240))       # every record once, none lost
+        await c.close()
+        assert sessions_on_broker() == 0
+
+    asyncio.run(run())
