@@ -62,6 +62,7 @@ class LogManager:
                  producer_id_expiration_ms: int = 86400000, cleaner_enabled: bool = True,
                  cleaner_dedupe_buffer_size: int = DEFAULT_DEDUPE_BUFFER_SIZE):
         self._checkpoint_writer: concurrent.futures.ThreadPoolExecutor | None = None
+        self._fsync_failures: list[str] = []     # files the background fsync could not sync
         self._closed = False
         if not log_dirs:
             raise ValueError("at least one log dir is required")
@@ -203,9 +204,14 @@ class LogManager:
         checkpoint thread, off the event loop: with many producers that fsync took seconds
         at a segment roll. After close(), at once."""
         if self._closed:
-            _fsync_file(path)
+            self._record_fsync(_fsync_file(path), path)
             return
-        self._checkpoints_thread().submit(_fsync_file, path)
+        self._checkpoints_thread().submit(
+            lambda: self._record_fsync(_fsync_file(path), path))
+
+    def _record_fsync(self, ok: bool, path: str) -> None:
+        if not ok:
+            self._fsync_failures.append(path)
 
     def _checkpoints_thread(self) -> concurrent.futures.ThreadPoolExecutor:
         # One thread: writes of the same files happen one at a time, in the order their
@@ -316,20 +322,30 @@ class LogManager:
                 deleted.close_handlers()
             shutil.rmtree(path, ignore_errors=True)
         self._dirs_to_delete = []
+        if self._fsync_failures:
+            # Not clean: the next start must not trust what may not be on disk.
+            log.error("not marking a clean shutdown: %d fsync(s) failed, first %s",
+                      len(self._fsync_failures), self._fsync_failures[0])
+            return
         for d in self.log_dirs:
             checkpoints.atomic_write(os.path.join(d, CLEAN_SHUTDOWN_FILE), b"")
 
 
-def _fsync_file(path: str) -> None:
-    """fsync `path` and its directory; gone already (deleted meanwhile) is fine."""
+def _fsync_file(path: str) -> bool:
+    """fsync `path` and its directory; gone already (deleted meanwhile) is fine. False
+    (and logged) if the disk refused."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
-        return
+        return True
+    except OSError as e:
+        log.error("cannot open %s to fsync it: %s", path, e)
+        return False
     try:
         os.fsync(fd)
     except OSError as e:
         log.error("fsync of %s failed: %s", path, e)
+        return False
     finally:
         os.close(fd)
     try:
@@ -338,6 +354,8 @@ def _fsync_file(path: str) -> None:
         pass                              # the log was deleted meanwhile
     except OSError as e:
         log.error("fsync of the directory of %s failed: %s", path, e)
+        return False
+    return True
 
 
 def _write_checkpoints(snapshot: list[tuple[str, dict[TopicPartition, int]]]) -> None:

@@ -333,14 +333,35 @@ class ProducerStateManager:
 
     def delete_snapshots_between(self, low: int, high: int) -> None:
         """Delete the snapshots strictly between `low` and `high`."""
-        for o in self.snapshot_offsets():
-            if low < o < high:
-                _unlink(self._snapshot_path(o))
+        self._delete_snapshots(lambda o: low < o < high)
 
     def delete_snapshots_before(self, offset: int) -> None:
-        for o in self.snapshot_offsets():
-            if o < offset:
-                _unlink(self._snapshot_path(o))
+        self._delete_snapshots(lambda o: o < offset)
+
+    def _delete_snapshots(self, doomed: Callable[[int], bool]) -> None:
+        offsets = self.snapshot_offsets()
+        gone = [o for o in offsets if doomed(o)]
+        if not gone:
+            return
+        if self.fsync_later is not None:
+            # The snapshots that stay may still wait for their fsync: make them durable
+            # before the older ones a crash would otherwise fall back to go away.
+            for o in offsets:
+                if not doomed(o):
+                    _fsync(self._snapshot_path(o))
+        for o in gone:
+            _unlink(self._snapshot_path(o))
+
+
+def _fsync(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _unlink(path: str) -> None:

@@ -74,6 +74,11 @@ class FetchSessionHandler:
         if request.full:
             self.session_id = session_id
             self.epoch = INITIAL_EPOCH if session_id == NO_SESSION else 1
+        elif session_id != self.session_id:
+            # The broker closed the session (Kafka's handler reads it so): start over.
+            self.session_id = NO_SESSION
+            self.reset()
+            return
         else:
             self.epoch = next_epoch(self.epoch)
         self.partitions = dict(request.wanted) if self.session_id != NO_SESSION else {}

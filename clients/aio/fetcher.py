@@ -282,7 +282,7 @@ class Fetcher:
         self._task = None
         await self._close_sessions()
 
-    async def _close_sessions(self, timeout: float = 1.0) -> None:
+    async def _close_sessions(self, timeout: float = 0.3) -> None:
         """Tell each broker its fetch session with us is over (epoch -1), as Kafka's
         consumer does on close, so the slot is free at once. Best effort, bounded."""
         async def close_one(node: int, session_id: int) -> None:
@@ -370,7 +370,8 @@ class Fetcher:
             self._backoff_until.pop(node, None)
             code = resp.get("error_code")
             if session is not None and req is not None:
-                if code in (Code.FETCH_SESSION_ID_NOT_FOUND, Code.INVALID_FETCH_SESSION_EPOCH):
+                if not req.full and code in (Code.FETCH_SESSION_ID_NOT_FOUND,
+                                             Code.INVALID_FETCH_SESSION_EPOCH):
                     log.info("fetch session with broker %s: %s; starting a new one", node,
                              for_code(code).name)
                     session.reset()
@@ -470,7 +471,10 @@ class Fetcher:
             return
         if code == Code.OFFSET_OUT_OF_RANGE:
             if st.buffer:
-                return                      # only the position itself can be out of range
+                # Only the position itself can be out of range: wait for poll() to drain
+                # the buffer (the broker answers an error at once, so retrying now spins).
+                st.retry_at = now + self.client.retry_backoff
+                return
             if self.reset_strategy in ("earliest", "latest"):
                 log.info("fetch %s: offset %d out of range; resetting to %s", tp, offset,
                          self.reset_strategy)

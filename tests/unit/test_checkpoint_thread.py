@@ -5,6 +5,7 @@ stay in the order their offsets were taken."""
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 
 from broker.log import LogConfig, LogManager, checkpoints
@@ -161,3 +162,50 @@ def test_producer_snapshots_are_fsynced_off_the_event_loop(tmp_path, monkeypatch
     assert (tmp_path / "logs" / "t-0" / "00000000000000000002.snapshot").exists()
     m.close()
     assert "00000000000000000002.snapshot" in synced     # fsynced before close() returned
+
+
+def test_a_crash_right_after_retention_keeps_the_producer_state(tmp_path, monkeypatch):
+    """Retention that expires a whole idle log rolls (a new snapshot, its fsync queued) and
+    deletes the older, durable snapshots in the same call. The new one must be durable
+    before the old ones go: a crash then (the queued fsync never ran, the snapshot's data
+    lost) must still leave the producer known, so its retry is a duplicate."""
+    from broker.log import log_manager, producer_state
+    queued: list[str] = []
+    monkeypatch.setattr(log_manager, "_fsync_file", lambda p: queued.append(p) or True)
+    synced: list[str] = []
+    real_fsync = getattr(producer_state, "_fsync", None)
+    monkeypatch.setattr(producer_state, "_fsync", lambda p: (synced.append(p), real_fsync(p)),
+                        raising=False)
+    d = str(tmp_path / "logs")
+    m = LogManager([d], LogConfig(segment_bytes=300, retention_ms=1000))
+    log = m.create_log("t", 0)
+
+    def idem(seq: int) -> bytes:
+        return build_batch([Record(None, b"x" * 100)], producer_id=9, producer_epoch=0,
+                           base_sequence=seq)
+    for seq in range(6):
+        log.append_as_leader(idem(seq), 0)
+    log.high_watermark = log.log_end_offset
+    queued.clear()                                  # all earlier snapshots: durable
+    assert m.run_retention(now_ms=log.segments[-1].largest_timestamp + 10_000) > 0
+    assert log.log_start_offset == log.log_end_offset == 6
+    # Crash before the checkpoint thread ran: what it did not fsync lost its data.
+    for p in queued:
+        if p not in synced and os.path.exists(p):
+            open(p, "wb").close()
+    again = LogManager([d], LogConfig(segment_bytes=300, retention_ms=1000)).get_log("t", 0)
+    assert 9 in again.producers.producers
+    assert again.append_as_leader(idem(5), 0).duplicate
+
+
+def test_a_failed_background_fsync_is_not_a_clean_shutdown(tmp_path, monkeypatch):
+    from broker.log import log_manager
+    from broker.log.log_manager import CLEAN_SHUTDOWN_FILE
+    monkeypatch.setattr(log_manager, "_fsync_file", lambda p: False)     # EIO from the disk
+    m = LogManager([str(tmp_path / "logs")], LogConfig(segment_bytes=300))
+    log = m.create_log("t", 0)
+    for seq in range(4):                                                 # rolls: snapshots
+        log.append_as_leader(build_batch([Record(None, b"x" * 100)], producer_id=9,
+                                         producer_epoch=0, base_sequence=seq), 0)
+    m.close()
+    assert not (tmp_path / "logs" / CLEAN_SHUTDOWN_FILE).exists()        # next start recovers
