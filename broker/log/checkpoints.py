@@ -38,6 +38,18 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
+def fsync_file(path: str) -> None:
+    """fsync a file written earlier without it; one deleted meanwhile is fine."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def atomic_write(path: str, data: bytes, fsync: bool = True) -> None:
     """Replace `path` with `data` so that a crash leaves the old or the new content."""
     tmp = path + ".tmp"

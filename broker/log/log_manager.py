@@ -335,19 +335,10 @@ def _fsync_file(path: str) -> bool:
     """fsync `path` and its directory; gone already (deleted meanwhile) is fine. False
     (and logged) if the disk refused."""
     try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return True
-    except OSError as e:
-        log.error("cannot open %s to fsync it: %s", path, e)
-        return False
-    try:
-        os.fsync(fd)
+        checkpoints.fsync_file(path)
     except OSError as e:
         log.error("fsync of %s failed: %s", path, e)
         return False
-    finally:
-        os.close(fd)
     try:
         checkpoints.fsync_dir(os.path.dirname(path))
     except FileNotFoundError:

@@ -46,6 +46,7 @@ from typing import Callable, Iterable, Sequence
 from clients.protocol.batch_header import BatchHeader
 
 from .checkpoints import atomic_write
+from .checkpoints import fsync_file as _fsync
 from .errors import (DuplicateSequenceNumberError, InvalidProducerEpochError, InvalidTxnStateError,
                      OutOfOrderSequenceNumberError)
 
@@ -351,17 +352,6 @@ class ProducerStateManager:
                     _fsync(self._snapshot_path(o))
         for o in gone:
             _unlink(self._snapshot_path(o))
-
-
-def _fsync(path: str) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _unlink(path: str) -> None:
