@@ -147,3 +147,19 @@ def test_max_message_bytes_enforced(broker):
             {"name": "small", "partition_data": [{"index": 0, "records": ok}]}]})
         assert r.responses[0].partition_responses[0].error_code == 0
         assert r.responses[0].partition_responses[0].base_offset == 0
+
+
+def test_alter_configs_drops_entries_without_a_value(admin, broker):
+    """Kafka's ZkAdminManager.alterConfigs ignores entries whose value is null (legacy
+    AlterConfigs has no delete operation): the rest is applied."""
+    create(admin, NewTopic("ac-null", 1, 1))
+    host, port = broker.bootstrap.split(":")
+    with WireClient(host, int(port)) as c:
+        r = c.request("AlterConfigs", 1, {"resources": [{
+            "resource_type": 2, "resource_name": "ac-null", "configs": [
+                {"name": "retention.ms", "value": "5000"},
+                {"name": "segment.bytes", "value": None}]}], "validate_only": False})
+    assert [(x.error_code, x.error_message) for x in r.responses] == [(0, None)]
+    configs = describe_topic(admin, "ac-null")
+    assert configs["retention.ms"].value == "5000"
+    assert configs["segment.bytes"].source == ConfigSource.DEFAULT_CONFIG.value

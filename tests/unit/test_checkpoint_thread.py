@@ -209,3 +209,19 @@ def test_a_failed_background_fsync_is_not_a_clean_shutdown(tmp_path, monkeypatch
                                          producer_epoch=0, base_sequence=seq), 0)
     m.close()
     assert not (tmp_path / "logs" / CLEAN_SHUTDOWN_FILE).exists()        # next start recovers
+
+
+def test_one_logs_retention_failure_does_not_stop_the_others(tmp_path, monkeypatch):
+    m = LogManager([str(tmp_path / "logs")], LogConfig(segment_bytes=300, retention_ms=1000))
+    logs = [m.create_log("t", p) for p in range(2)]
+    for log in logs:
+        for _ in range(4):
+            log.append_as_leader(build_batch([Record(None, b"x" * 100)], now_ms=1_000), 0)
+        log.high_watermark = log.log_end_offset
+
+    def broken(now_ms):
+        raise RuntimeError("a bug in one log")
+    monkeypatch.setattr(logs[0], "delete_retention_segments", broken)
+    assert m.run_retention(now_ms=10**12) > 0           # the second log's retention ran
+    assert logs[1].log_start_offset == logs[1].log_end_offset == 4
+    m.close()
