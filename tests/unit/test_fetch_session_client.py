@@ -61,3 +61,14 @@ def test_a_broker_without_room_for_a_session_gets_full_requests():
 def test_epochs_wrap_to_one():
     assert next_epoch(1) == 2 and next_epoch(2 ** 31 - 1) == 1
     assert FINAL_EPOCH == -1
+
+
+def test_an_incremental_answer_naming_another_session_starts_over():
+    """Kafka's handler: the broker closed our session (it answers with another id, or 0)."""
+    h = FetchSessionHandler()
+    h.on_response(h.build({A: (0, 100, -1)}), session_id=42)
+    r = h.build({A: (4, 100, -1)})
+    assert not r.full
+    h.on_response(r, session_id=NO_SESSION)
+    again = h.build({A: (4, 100, -1)})
+    assert again.full and (again.session_id, again.epoch) == (NO_SESSION, INITIAL_EPOCH)
