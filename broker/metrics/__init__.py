@@ -22,9 +22,9 @@ from prometheus_client.core import Metric
 from .collectors import BrokerCollector
 from .http import MetricsHttpServer
 from .loop_lag import GcPauseMonitor, LoopLagMonitor
-from .stats import BrokerTopicStats, ControllerStats, RequestStats, error_counts
+from .stats import BrokerTopicStats, ControllerStats, RequestStats
 
-__all__ = ["BrokerMetrics", "BrokerTopicStats", "ControllerStats", "RequestStats", "error_counts"]
+__all__ = ["BrokerMetrics", "BrokerTopicStats", "ControllerStats", "RequestStats"]
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import time
 from bisect import bisect_left
-from typing import Any, Callable, Iterable
+from typing import Callable, Iterable
 
 from clients.protocol.errors import _TABLE as _ERROR_TABLE
 
@@ -208,26 +208,6 @@ class RequestStats:
         if h is None:
             h = self.times[api] = Histogram(REQUEST_MS_BUCKETS)
         h.observe(elapsed_ms)
-
-
-def error_counts(body: Any) -> dict[int, int]:
-    """Every `error_code` in a response body (dicts and lists; record data is skipped), as
-    Kafka's AbstractResponse.errorCounts: O(partitions in the response)."""
-    counts: dict[int, int] = {}
-    stack = [body]
-    while stack:
-        o = stack.pop()
-        if isinstance(o, dict):
-            for k, v in o.items():
-                if k == "error_code":
-                    counts[v] = counts.get(v, 0) + 1
-                elif k != "records" and isinstance(v, (list, dict)):
-                    stack.append(v)
-        else:
-            for v in o:
-                if isinstance(v, (list, dict)):
-                    stack.append(v)
-    return counts
 
 
 class ControllerStats:

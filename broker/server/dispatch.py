@@ -20,7 +20,7 @@ from clients.protocol.messages import API_BY_KEY, API_BY_NAME
 from clients.protocol.schema import Api, Struct
 from clients.protocol.types import DecodeError, Reader, Writer
 
-from ..metrics.stats import RequestStats, error_counts
+from ..metrics.stats import RequestStats
 from .network import CloseConnection, ConnectionInfo, Response
 
 log = logging.getLogger(__name__)
@@ -74,10 +74,11 @@ def advertised_versions() -> list[tuple[int, int, int]]:
     return sorted((h.api.key, h.min_version, h.max_version) for h in REGISTRY.values())
 
 
-def _encode(api: Api, version: int, correlation_id: int, body: Any) -> Response:
+def _encode(api: Api, version: int, correlation_id: int, body: Any,
+            error_counts: dict[int, int] | None = None) -> Response:
     w = Writer()
     encode_response_header(w, correlation_id, api.response_header_version(version))
-    api.encode_response(body, version, w)
+    api.encode_response(body, version, w, error_counts)
     return Response(w.chunks())
 
 
@@ -104,7 +105,7 @@ def error_response(api: Api, version: int, code: int, message: str | None = None
 
 class Dispatcher:
     """Decodes a frame, runs its handler, encodes the response, and records the request in
-    the broker's RequestStats (count, error codes, total time: O(partitions) per request)."""
+    the broker's RequestStats (count, error codes counted by the encoder, total time)."""
 
     def __init__(self, broker: Any):
         self.broker = broker
@@ -151,8 +152,10 @@ class Dispatcher:
             result = error_response(api, version, Code.UNKNOWN_SERVER_ERROR, str(e))
             if result is None:
                 raise CloseConnection(f"{api.name} failed: {e!r}") from None
-        self.stats.record(api.name, version, (time.perf_counter() - start) * 1000.0,
-                          error_counts(result) if result is not None else {})
         if result is None:
+            self.stats.record(api.name, version, (time.perf_counter() - start) * 1000.0, {})
             return None
-        return _encode(api, version, correlation_id, result)
+        counts: dict[int, int] = {}   # every error_code of the response, tallied by the encoder
+        response = _encode(api, version, correlation_id, result, counts)
+        self.stats.record(api.name, version, (time.perf_counter() - start) * 1000.0, counts)
+        return response

@@ -20,6 +20,7 @@ import uuid as _uuid
 from dataclasses import dataclass, field as dc_field
 from typing import Any, Callable, Sequence
 
+from .codegen import compile_struct_reader, compile_struct_writer
 from .types import DecodeError, Reader, Writer, ZERO_UUID
 
 
@@ -131,170 +132,20 @@ class F:
         return 0
 
 
-# ---------------------------------------------------------------- primitive codecs
-
-def _prim_reader(t: str, nullable: bool, flexible: bool) -> Callable[[Reader], Any]:
-    if t == "string":
-        def read_string(r: Reader) -> Any:
-            v = r.string(flexible)
-            if v is None and not nullable:
-                raise DecodeError("null for a non-nullable string")
-            return v
-        return read_string
-    if t in ("bytes", "records"):
-        as_view = t == "records"
-
-        def read_bytes(r: Reader) -> Any:
-            v = r.bytes_view(flexible)
-            if v is None:
-                if not nullable:
-                    raise DecodeError("null for non-nullable bytes")
-                return None
-            return v if as_view else bytes(v)
-        return read_bytes
-    return {
-        "bool": Reader.boolean, "int8": Reader.int8, "int16": Reader.int16,
-        "uint16": Reader.uint16, "int32": Reader.int32, "uint32": Reader.uint32,
-        "int64": Reader.int64, "float64": Reader.float64, "uuid": Reader.uuid,
-    }[t]
-
-
-def _prim_writer(t: str, flexible: bool) -> Callable[[Writer, Any], None]:
-    if t == "string":
-        return lambda w, v: w.string(v, flexible)
-    if t in ("bytes", "records"):
-        return lambda w, v: w.bytes_(v, flexible)
-    writers: dict[str, Callable[[Writer, Any], None]] = {
-        "bool": Writer.boolean, "int8": Writer.int8, "int16": Writer.int16,
-        "uint16": Writer.uint16, "int32": Writer.int32, "uint32": Writer.uint32,
-        "int64": Writer.int64, "float64": Writer.float64, "uuid": Writer.uuid,
-    }
-    return writers[t]
-
-
-def _get(obj: Any, name: str, default: Any) -> Any:
-    if isinstance(obj, dict):
-        return obj.get(name, default)
-    return getattr(obj, name, default)
-
-
 # ---------------------------------------------------------------- struct codecs
 
 class StructCodec:
-    """Encoder/decoder of one struct (field list) at one version."""
+    """Encoder/decoder of one struct (field list) at one version, compiled once from the
+    declaration into straight-line functions (see codegen)."""
+
+    __slots__ = ("version", "flexible", "read", "write")
 
     def __init__(self, fields: Sequence[F], version: int, flexible: bool):
         self.version = version
         self.flexible = flexible
-        self.all_fields = list(fields)
-        # (name, read, write, default) for fields present in this version, in order.
-        self.plain: list[tuple[str, Callable, Callable, Any]] = []
-        self.tagged: dict[int, tuple[str, Callable, Callable, Any]] = {}
-        self.defaults: dict[str, Any] = {}
-        for f in fields:
-            self.defaults[f.name] = f.default_value
-            if version not in f.vr:
-                continue
-            read, write = self._field_codec(f)
-            entry = (f.name, read, write, f.default_value)
-            if f.tag is not None and flexible and f.tr is not None and version in f.tr:
-                self.tagged[f.tag] = entry
-            elif f.tag is None:
-                self.plain.append(entry)
-        self.tag_order = sorted(self.tagged)
-
-    def _field_codec(self, f: F) -> tuple[Callable, Callable]:
-        v, flex = self.version, self.flexible
-        nullable = f.nr is not None and v in f.nr
-        if f.kind == "prim":
-            return _prim_reader(f.elem, nullable, flex), _prim_writer(f.elem, flex)
-        if f.kind == "struct":
-            return self._struct_codec(f, nullable)
-        if f.kind == "prim_array":
-            er, ew = _prim_reader(f.elem, False, flex), _prim_writer(f.elem, flex)
-        else:
-            sub = StructCodec(f.elem, v, flex)
-            er, ew = sub.read, sub.write
-
-        def read_array(r: Reader) -> Any:
-            n = r.array_length(flex)
-            if n < 0:
-                if not nullable:
-                    raise DecodeError(f"null array {f.name!r} is not nullable")
-                return None
-            return [er(r) for _ in range(n)]
-
-        def write_array(w: Writer, items: Any) -> None:
-            if items is None:
-                w.array_length(None, flex)
-                return
-            w.array_length(len(items), flex)
-            for it in items:
-                ew(w, it)
-        return read_array, write_array
-
-    def _struct_codec(self, f: F, nullable: bool) -> tuple[Callable, Callable]:
-        sub = StructCodec(f.elem, self.version, self.flexible)
-
-        def read_struct(r: Reader) -> Any:
-            if nullable and r.int8() < 0:
-                return None
-            return sub.read(r)
-
-        def write_struct(w: Writer, value: Any) -> None:
-            if nullable:
-                if value is None:
-                    w.int8(-1)
-                    return
-                w.int8(1)
-            # A non-nullable struct given as None is written with its defaults.
-            sub.write(w, {} if value is None else value)
-        return read_struct, write_struct
-
-    def read(self, r: Reader) -> Struct:
-        out = Struct()
-        for name, dflt in self.defaults.items():
-            out[name] = dflt()
-        for name, read, _, _ in self.plain:
-            out[name] = read(r)
-        if self.flexible:
-            for _ in range(r.uvarint()):
-                tag = r.uvarint()
-                size = r.uvarint()
-                entry = self.tagged.get(tag)
-                if entry is None:
-                    r.skip(size)  # unknown tagged fields are ignored, as Kafka does
-                    continue
-                # raw() bounds-checks the declared size against what is left, so a field
-                # whose size overruns the buffer is a DecodeError, never a short read.
-                out[entry[0]] = entry[1](Reader(r.raw(size)))
-        return out
-
-    def write(self, w: Writer, obj: Any) -> None:
-        for name, _, write, dflt in self.plain:
-            write(w, _get(obj, name, None) if _has(obj, name) else dflt())
-        if self.flexible:
-            present = []
-            for tag in self.tag_order:
-                name, _, write, dflt = self.tagged[tag]
-                value = _get(obj, name, None) if _has(obj, name) else None
-                if value is None or value == dflt():
-                    continue
-                present.append((tag, write, value))
-            w.uvarint(len(present))
-            for tag, write, value in present:
-                sub = Writer()
-                write(sub, value)
-                data = sub.getvalue()
-                w.uvarint(tag)
-                w.uvarint(len(data))
-                w.raw(data)
-
-
-def _has(obj: Any, name: str) -> bool:
-    if isinstance(obj, dict):
-        return name in obj
-    return hasattr(obj, name)
+        self.read: Callable[[Reader], Struct] = compile_struct_reader(fields, version, flexible, Struct)
+        # write(writer, obj, counts=None): `counts` (a dict) tallies the error_code values.
+        self.write: Callable[..., None] = compile_struct_writer(fields, version, flexible)
 
 
 # ---------------------------------------------------------------- APIs
@@ -360,13 +211,15 @@ class Api:
         return self._codec("resp", version).read(data if isinstance(data, Reader) else Reader(data))
 
     def encode_request(self, msg: Any, version: int, w: Writer | None = None) -> Writer:
-        w = w or Writer()
+        w = Writer() if w is None else w
         self._codec("req", version).write(w, msg)
         return w
 
-    def encode_response(self, msg: Any, version: int, w: Writer | None = None) -> Writer:
-        w = w or Writer()
-        self._codec("resp", version).write(w, msg)
+    def encode_response(self, msg: Any, version: int, w: Writer | None = None,
+                        error_counts: dict[int, int] | None = None) -> Writer:
+        """Encode a response; `error_counts`, if given, counts every error_code written."""
+        w = Writer() if w is None else w
+        self._codec("resp", version).write(w, msg, error_counts)
         return w
 
     def default_request(self, version: int) -> Struct:

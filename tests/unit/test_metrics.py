@@ -16,7 +16,7 @@ from broker.metrics.collectors import BrokerCollector
 from broker.metrics.loop_lag import GcPauseMonitor, LoopLagMonitor
 from broker.metrics.render import families_to_dict, json_value, render_json, sample_value
 from broker.metrics.stats import (BrokerTopicStats, ControllerStats, Histogram, RequestStats,
-                                  error_counts, quantile_from_buckets)
+                                  quantile_from_buckets)
 from clients.cli.strom_metrics import Snapshot, BrokerView, render, value
 
 
@@ -105,13 +105,27 @@ def test_gc_pause_monitor_times_start_to_stop():
 
 # ------------------------------------------------------------------ hot-path counters
 
-def test_error_counts_walk_the_response_but_not_records():
-    body = {"error_code": 0, "responses": [
-        {"name": "t", "partitions": [{"error_code": 0, "records": [{"error_code": 99}]},
-                                     {"error_code": 6, "records": b""}]}],
-        "brokers": [1, 2, 3], "other": None}
-    assert error_counts(body) == {0: 2, 6: 1}
-    assert error_counts({"topics": []}) == {}
+def test_the_response_encoder_counts_every_error_code_it_writes():
+    """RequestStats' error counts come from the encoder (no second walk of the response):
+    nested partitions and the top level (defaulted or not) all count."""
+    from clients.protocol.messages import API_BY_NAME
+    produce = API_BY_NAME["Produce"]
+    body = {"responses": [{"name": "t", "partition_responses": [
+        {"index": 0, "error_code": 0}, {"index": 1, "error_code": 6}, {"index": 2, "error_code": 0}]}]}
+    counts: dict[int, int] = {}
+    produce.encode_response(body, 9, error_counts=counts)
+    assert counts == {0: 2, 6: 1}
+    fetch = API_BY_NAME["Fetch"]
+    counts = {}
+    fetch.encode_response({"error_code": 0, "responses": [{"topic": "t", "partitions": [
+        {"partition_index": 0, "error_code": 1}]}]}, 11, error_counts=counts)
+    assert counts == {0: 1, 1: 1}
+    counts = {}
+    fetch.encode_response({"responses": []}, 11, error_counts=counts)
+    assert counts == {0: 1}          # the top-level error_code, defaulted
+    counts = {}
+    produce.encode_response({"responses": []}, 9, error_counts=counts)
+    assert counts == {}
 
 
 def test_topic_stats_totals_survive_topic_deletion():

@@ -100,46 +100,56 @@ class _FetchPlan:
         total = 0
         any_error = False
         min_one = self.version >= 3   # KIP-74: the first batch always fits
+        follower = self.replica_id >= 0
+        isolation = self.isolation
+        aborted = [] if isolation == READ_COMMITTED else None
+        zstd_refused = self.version < 10 and not follower
         responses = []
         for key, parts in self.topics:
             out = []
             for rp, p in parts:
-                entry = {"partition_index": rp.partition, "error_code": 0, "high_watermark": -1,
-                         "last_stable_offset": -1, "log_start_offset": -1,
-                         "aborted_transactions": [] if self.isolation == READ_COMMITTED else None,
-                         "preferred_read_replica": -1, "records": b""}
-                if isinstance(p, int):
-                    entry["error_code"] = p
+                if p.__class__ is int:
                     any_error = True
-                    out.append(entry)
+                    out.append(_error_entry(rp.partition, p))
                     continue
                 log = p.log
-                if self.version < 10 and self.replica_id < 0 and \
-                        log.config.compression_type == "zstd":
+                if zstd_refused and log.config.compression_type == "zstd":
                     # Kafka (answering, after any wait): a client older than Fetch v10
                     # cannot read zstd, which a zstd topic stores whatever was produced.
-                    entry["error_code"] = Code.UNSUPPORTED_COMPRESSION_TYPE
-                    out.append(entry)
+                    out.append(_error_entry(rp.partition, Code.UNSUPPORTED_COMPRESSION_TYPE))
                     continue
-                entry["high_watermark"] = p.high_watermark
-                entry["last_stable_offset"] = log.last_stable_offset
-                entry["log_start_offset"] = log.log_start_offset
+                lso = log.last_stable_offset
+                offset = rp.fetch_offset
+                entry = {"partition_index": rp.partition, "error_code": 0,
+                         "high_watermark": log.high_watermark, "last_stable_offset": lso,
+                         "log_start_offset": log.log_start_offset,
+                         "aborted_transactions": aborted, "preferred_read_replica": -1,
+                         "records": b""}
+                out.append(entry)
+                leo = log.log_end_offset
+                bound = leo if follower else (lso if isolation == READ_COMMITTED else log.high_watermark)
+                if bound <= offset <= leo and offset >= log.log_start_offset:
+                    continue     # caught up: nothing to read (the common case of a long poll)
                 try:
-                    limit = min(rp.partition_max_bytes, remaining)
-                    bound = None if self.replica_id >= 0 else p.last_offset_for(self.isolation)
-                    info = log.read(rp.fetch_offset, limit, bound, min_one and total == 0)
+                    info = log.read(offset, min(rp.partition_max_bytes, remaining),
+                                    None if follower else bound, min_one and total == 0)
                 except KafkaError as e:
                     entry["error_code"] = e.code
                     any_error = True
-                    out.append(entry)
                     continue
-                if info.size:
+                if info.regions:
+                    size = info.size
                     entry["records"] = info.regions
-                    total += info.size
-                    remaining = max(0, remaining - info.size)
-                out.append(entry)
+                    total += size
+                    remaining = max(0, remaining - size)
             responses.append({**key, "partitions": out})
         return responses, total, any_error
+
+
+def _error_entry(partition: int, code: int) -> dict:
+    return {"partition_index": partition, "error_code": code, "high_watermark": -1,
+            "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
+            "preferred_read_replica": -1, "records": b""}
 
 
 @handles("Fetch", (0, 16))
