@@ -20,7 +20,7 @@ from typing import Any, Awaitable, Callable
 
 from clients.protocol.errors import Code, UnknownTopicOrPartitionError
 
-from ..server.purgatory import FetchPurgatory
+from ..server.purgatory import FetchPurgatory, wait_or_resolve
 from .partition import READ_COMMITTED, READ_UNCOMMITTED, Partition  # noqa: F401  (re-exported)
 
 log = logging.getLogger(__name__)
@@ -122,9 +122,7 @@ class ReplicaManager:
         waiters = self._hw_waiters.setdefault((topic, partition), [])
         waiters.append((offset, fut))
         try:
-            return await asyncio.wait_for(fut, timeout_s)
-        except asyncio.TimeoutError:
-            return Code.REQUEST_TIMED_OUT
+            return await wait_or_resolve(fut, timeout_s, Code.REQUEST_TIMED_OUT)
         finally:
             if (offset, fut) in waiters:
                 waiters.remove((offset, fut))
