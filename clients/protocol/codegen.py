@@ -273,14 +273,12 @@ def _emit_read_value(src: _Source, f: Any, version: int, flexible: bool, ind: in
     else:
         src.emit(ind + 1, f"raise _DE({('null array ' + repr(f.name) + ' is not nullable')!r})")
     src.emit(ind, "else:")
-    if kind == "prim_array" and f.elem in _FIXED:
+    if kind == "prim_array" and f.elem in _FIXED and f.elem != "uuid":
         code = _FIXED[f.elem]
         width = struct.calcsize(">" + code)
         src.emit(ind + 1, f"if pos + {width} * {count} > end: "
                           f"raise _short({width} * {count}, pos, end)")
         src.emit(ind + 1, f"{n} = list(_unpack('>' + str({count}) + {code!r}, buf, pos))")
-        if f.elem == "uuid":
-            src.emit(ind + 1, f"{n} = [_UUID(bytes=x) for x in {n}]")
         src.emit(ind + 1, f"pos += {width} * {count}")
         return
     item = src.var("e")
@@ -341,7 +339,7 @@ def _value_expr(src: _Source, ind: int, getter: str, f: Any) -> str:
         return f"{getter}({f.name!r}, {src.const(d, 'd')})"
     if f.kind in ("struct_array", "prim_array") and d == []:
         return f"{getter}({f.name!r}, ())"          # writes as the empty default does
-    if f.kind == "struct":
+    if f.kind == "struct" and f.default is None:
         return f"{getter}({f.name!r}, {src.const({}, 'empty')})"   # every field's default
     v = src.var("v")
     src.emit(ind, f"{v} = {getter}({f.name!r}, _M)")

@@ -45,7 +45,10 @@ class Reader:
     __slots__ = ("buf", "pos", "end")
 
     def __init__(self, data: bytes | bytearray | memoryview, pos: int = 0, end: int | None = None):
-        self.buf = memoryview(data) if not isinstance(data, memoryview) else data
+        buf = memoryview(data) if not isinstance(data, memoryview) else data
+        # Bytes, whatever view we are given: a signed or wider item would read as a
+        # negative or huge length (the codecs index single bytes).
+        self.buf = buf if buf.format == "B" else buf.cast("B")
         self.pos = pos
         self.end = len(self.buf) if end is None else end
 

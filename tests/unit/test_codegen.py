@@ -105,3 +105,35 @@ def test_one_codec_per_version_compiled_once() -> None:
     toy = Api(key=9998, name="Toy2", valid=(0, 1), flexible=1, request=_TAGGED, response=[])
     assert toy._codec("req", 1) is toy._codec("req", 1)
     assert toy._codec("req", 0) is not toy._codec("req", 1)
+
+
+def test_uuid_arrays_round_trip_empty_or_not() -> None:
+    """A review found `[]uuid` read as one 16*count-byte string (no declaration uses it yet)."""
+    import uuid
+    fields = [F("ids", "[]uuid"), F("after", "int8")]
+    read, write = compile_struct_reader(fields, 0, False, Struct), compile_struct_writer(fields, 0, False)
+    for ids in ([], [uuid.UUID(int=1), uuid.UUID(int=2 ** 127 + 5), uuid.UUID(int=3)]):
+        w = Writer()
+        write(w, {"ids": ids, "after": 9})
+        r = Reader(w.getvalue() + b"\0" * 20)
+        assert read(r) == {"ids": ids, "after": 9}
+        assert r.remaining() == 20
+
+
+def test_a_struct_fields_own_default_is_what_a_missing_struct_encodes_as() -> None:
+    fields = [F("s", (F("x", "int32"),), default={"x": 7})]
+    w = Writer()
+    compile_struct_writer(fields, 0, False)(w, {})
+    assert w.getvalue() == bytes.fromhex("00000007")
+
+
+def test_a_signed_or_wide_view_is_read_as_bytes() -> None:
+    """A reader handed a memoryview of another format must still see bytes 0-255: a
+    signed byte would make a one-byte varint of a negative size."""
+    import array
+    read = compile_struct_reader([F("a", "int8")], 0, True, Struct)
+    wide = memoryview(array.array("i", [1, 0xff, 0xff, 0xff, 0x7f, 5, -2]))
+    assert read(Reader(wide)) == read(Reader(bytes(wide)))
+    signed = memoryview(bytes.fromhex("05" "01" "01" "ff")).cast("b")
+    with pytest.raises(DecodeError):           # tag 1 of size 255, one byte left
+        read(Reader(signed))

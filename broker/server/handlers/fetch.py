@@ -110,13 +110,13 @@ class _FetchPlan:
             for rp, p in parts:
                 if p.__class__ is int:
                     any_error = True
-                    out.append(_error_entry(rp.partition, p))
+                    out.append(_error_entry(rp.partition, p, aborted))
                     continue
                 log = p.log
                 if zstd_refused and log.config.compression_type == "zstd":
                     # Kafka (answering, after any wait): a client older than Fetch v10
                     # cannot read zstd, which a zstd topic stores whatever was produced.
-                    out.append(_error_entry(rp.partition, Code.UNSUPPORTED_COMPRESSION_TYPE))
+                    out.append(_error_entry(rp.partition, Code.UNSUPPORTED_COMPRESSION_TYPE, aborted))
                     continue
                 lso = log.last_stable_offset
                 offset = rp.fetch_offset
@@ -146,9 +146,9 @@ class _FetchPlan:
         return responses, total, any_error
 
 
-def _error_entry(partition: int, code: int) -> dict:
+def _error_entry(partition: int, code: int, aborted: list | None) -> dict:
     return {"partition_index": partition, "error_code": code, "high_watermark": -1,
-            "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
+            "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": aborted,
             "preferred_read_replica": -1, "records": b""}
 
 
