@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 from clients.protocol.errors import InvalidConfigError
+from clients.protocol.messages import API_BY_NAME
 
 from .config import BrokerConfig, ConfigError, TopicConfigs
 from .group.coordinator import GroupCoordinator
@@ -35,6 +36,11 @@ from .topic_admin import TopicAdmin
 from .txn.producer_ids import ProducerIdManager
 
 log = logging.getLogger("strom.broker")
+
+# The hot APIs, dispatched as their frame arrives (see broker.server.network). Their
+# handlers must not need a current task (asyncio.timeout, current_task()) before they
+# first wait: they only append, read and wait on the purgatory.
+EAGER_API_KEYS = frozenset(API_BY_NAME[name].key for name in ("Produce", "Fetch"))
 
 
 class Broker:
@@ -204,7 +210,8 @@ class Broker:
         dispatcher = Dispatcher(self)
         max_request = self.config.get("socket.request.max.bytes")
         for name, host, port in self.config.listeners:
-            server = KafkaServer(host, port, dispatcher, listener_name=name, max_request_size=max_request)
+            server = KafkaServer(host, port, dispatcher, listener_name=name, max_request_size=max_request,
+                                 eager_api_keys=EAGER_API_KEYS)
             await server.start()
             self.servers.append(server)
         if self.advertised.port == 0:

@@ -2,10 +2,12 @@
 
 This layer only moves bytes. Each frame is handed to the dispatcher, which returns a
 `Response` (a list of chunks: bytes and DeferredBytes file regions) or None (acks=0 produce
-needs no answer). Requests on one connection are dispatched concurrently as tasks started in
-arrival order, and their responses are written strictly in request order. Handlers do their
-state-changing work before their first await, so tasks started in order also apply their
-effects in order (an idempotent producer's five in-flight batches append in sequence).
+needs no answer). Requests on one connection run concurrently, started in arrival order,
+and their responses are written strictly in request order. Handlers do their
+state-changing work before their first await, so requests started in order also apply
+their effects in order (an idempotent producer's five in-flight batches append in
+sequence). Produce and Fetch start as their frame arrives and a response goes out as soon
+as it is next in order, without a task or an event-loop pass in between (_FrameProtocol).
 
 File regions go out with `loop.sendfile(..., fallback=False)`: os.sendfile from the segment
 file to the socket, never read into Python.
@@ -41,31 +43,70 @@ _SIZE = struct.Struct(">i")
 # Per connection: how many requests may wait for their turn to be answered before we stop
 # reading from that socket (backpressure keeps memory bounded per connection).
 MAX_QUEUED_REQUESTS = 64
-# Frames received but not yet dispatched before the socket stops being read.
-MAX_BUFFERED_FRAMES = 16
+# A client that does not read the responses to its closing connection is cut off after this.
+_CLOSE_GRACE_S = 5.0
 # Bytes of a file region sent by direct os.sendfile calls before the rest goes through
 # loop.sendfile: a fast reader could otherwise keep the loop in one region for tens of ms.
 _DIRECT_SENDFILE_MAX = 4 << 20
 
 
+class _Pending:
+    """One request of a connection, from its frame to its response being written."""
+
+    __slots__ = ("done", "response", "error", "task")
+
+    def __init__(self) -> None:
+        self.done = False
+        self.response: Response | None = None
+        self.error: BaseException | None = None
+        self.task: asyncio.Task | None = None
+
+
+class _RegionRest(DeferredBytes):
+    """What is left of a file region after a partial sendfile."""
+
+    __slots__ = ("file", "fileno", "position", "size")
+
+    def __init__(self, region: Any, sent: int):
+        self.file, self.fileno = region.file, region.fileno
+        self.position, self.size = region.position + sent, region.size - sent
+
+
 class _FrameProtocol(WriteFlowControl, asyncio.BufferedProtocol):
-    """Splits the byte stream into frames (see the module docstring) and implements write
-    flow control for `drain()`. One per connection; runs on the event loop only."""
+    """One connection: splits the byte stream into frames (see the module docstring),
+    dispatches each frame as it arrives and writes the responses in request order.
+
+    Runs on the event loop only. A frame of Produce or Fetch (the server's `eager_api_keys`)
+    is dispatched at once, inside `buffer_updated`, until its first real wait, and a response
+    ready in request order is written at once: an acks=1 produce or a fetch with data is
+    answered in the event-loop pass its frame arrived in, and a parked one in the pass that
+    wakes it (every pass of a busy loop is latency at each hop of replication). Other
+    requests run as tasks in arrival order, and while one of those is unfinished, later
+    frames wait their turn as tasks too, so effects still apply in request order."""
 
     def __init__(self, server: "KafkaServer"):
         super().__init__()
         self.server = server
+        self.loop = asyncio.get_running_loop()
         self.transport: asyncio.Transport | None = None
+        self.conn = ConnectionInfo(None, server.listener_name)
         self.receiver = FrameReceiver(server.max_request_size)
-        self.frames: collections.deque[memoryview] = collections.deque()
-        self.error: str | None = None   # a frame-size violation: close after the queued frames
-        self.eof = False
-        self._waiter: asyncio.Future | None = None
-        self.closed: asyncio.Future = asyncio.get_running_loop().create_future()
+        self.pending: collections.deque[_Pending] = collections.deque()
+        # Frames received while MAX_QUEUED_REQUESTS are pending: dispatched as room frees.
+        self.waiting: collections.deque[memoryview] = collections.deque()
+        self.lazy_unfinished = 0    # requests running as tasks started in a later pass
+        self.sender: asyncio.Task | None = None    # writing a response that must wait
+        self.reading_paused = False
+        self.closing = False        # no more requests: answer those received, then close
+        self._pumping = False       # _send_ready is running (it is re-entered by eager answers)
+        self._pump_again = False
+        self._close_timer: asyncio.TimerHandle | None = None
+        self.closed: asyncio.Future = self.loop.create_future()
 
     # -- asyncio callbacks
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
+        self.conn.peer = transport.get_extra_info("peername")
         self.server._accept(self, transport)
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -76,56 +117,212 @@ class _FrameProtocol(WriteFlowControl, asyncio.BufferedProtocol):
         # Large frames come out writable on purpose: nothing else holds their buffer, so
         # the log may patch offsets into it instead of copying it (append_as_leader).
         for frame in self.receiver.buffer_updated(nbytes):
-            self._push(frame)
+            if self.closing:
+                return
+            if self.waiting or len(self.pending) >= MAX_QUEUED_REQUESTS:
+                self.waiting.append(frame)      # a 256 KiB read may hold thousands
+            else:
+                self._dispatch(frame)
+        if len(self.pending) >= MAX_QUEUED_REQUESTS and not self.reading_paused \
+                and self.transport is not None and not self.closing:
+            self.reading_paused = True
+            self.transport.pause_reading()
         size = self.receiver.error_size
-        if size is not None and self.error is None:
-            self.error = (f"frame of {size} bytes exceeds socket.request.max.bytes="
-                          f"{self.server.max_request_size}")
-            if self.transport is not None:
-                self.transport.pause_reading()
-            self._wake()
+        if size is not None and not self.closing:
+            log.warning("closing %s: frame of %d bytes exceeds socket.request.max.bytes=%d",
+                        self.conn.peer, size, self.server.max_request_size)
+            self._stop_reading()
 
     def eof_received(self) -> bool:
-        self.eof = True
-        self._wake()
+        self._stop_reading()
         return True     # half-closed: the answers to frames already read still go out
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.eof = True
-        self._wake()
+        self.closing = True
+        self.conn.closed = True
         self.fail_writers()
+        for entry in self.pending:
+            if entry.task is not None:
+                entry.task.cancel()
+        self.pending.clear()
+        self.waiting.clear()
+        if self.sender is not None:
+            self.sender.cancel()
+        if self._close_timer is not None:
+            self._close_timer.cancel()
+        self.server._closed(self)
         if not self.closed.done():
             self.closed.set_result(None)
 
-    # -- frames
-    def _push(self, frame: memoryview) -> None:
-        self.frames.append(frame)
-        if len(self.frames) >= MAX_BUFFERED_FRAMES and self.transport is not None:
-            self.transport.pause_reading()
-        self._wake()
-
-    def _wake(self) -> None:
-        w = self._waiter
-        if w is not None and not w.done():
-            w.set_result(None)
-
-    # -- used by the connection task
-    async def next_frame(self) -> memoryview | None:
-        """The next frame, or None at end of stream or after a bad frame size."""
-        while not self.frames:
-            if self.eof or self.error is not None:
-                return None
-            self._waiter = asyncio.get_running_loop().create_future()
+    # -- requests
+    def _dispatch(self, frame: memoryview) -> None:
+        self.server.requests_in += 1
+        entry = _Pending()
+        self.pending.append(entry)
+        if not self.lazy_unfinished and len(frame) >= 2 \
+                and (frame[0] << 8 | frame[1]) in self.server.eager_api_keys:
+            coro = self._run(entry, frame)
             try:
-                await self._waiter
-            finally:
-                self._waiter = None
-        frame = self.frames.popleft()
-        if len(self.frames) < MAX_BUFFERED_FRAMES // 2 and self.error is None \
-                and self.transport is not None and not self.transport.is_reading() \
-                and not self.transport.is_closing():
-            self.transport.resume_reading()
-        return frame
+                waiting_on = coro.send(None)
+            except StopIteration:
+                pass            # answered already (see _run)
+            else:
+                if getattr(waiting_on, "_asyncio_future_blocking", False):
+                    # What a task does with a future it is handed: until the task below
+                    # takes it over, another await of the same future must be possible.
+                    waiting_on._asyncio_future_blocking = False
+                entry.task = self.loop.create_task(_Resumed(coro, waiting_on))  # type: ignore[arg-type]
+        else:
+            self.lazy_unfinished += 1
+            entry.task = self.loop.create_task(self._run(entry, frame, lazy=True))
+
+    async def _run(self, entry: _Pending, frame: memoryview, lazy: bool = False) -> None:
+        try:
+            entry.response = await self.server.dispatch(frame, self.conn)
+        except asyncio.CancelledError as e:
+            if self.closing:
+                raise           # the connection is going away: nothing to answer
+            entry.error = e     # something cancelled what the handler awaited: close
+        except Exception as e:  # CloseConnection, or a bug: _send_ready closes
+            entry.error = e
+        finally:
+            if lazy:
+                self.lazy_unfinished -= 1
+        entry.done = True
+        entry.task = None
+        self._send_ready()
+
+    def _stop_reading(self) -> None:
+        """No more requests (end of stream, a bad frame, the server stopping): close once
+        those received are answered."""
+        self.closing = True
+        self.conn.closed = True
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.pause_reading()
+        self._send_ready()
+
+    # -- responses
+    def _send_ready(self) -> None:
+        """Write every response that is ready in request order, dispatch the frames that
+        waited for room; what cannot be written without waiting (a full socket) continues
+        in the sender task. Re-entered when a frame it dispatches is answered at once:
+        then the outer call goes round again instead of nesting."""
+        if self._pumping:
+            self._pump_again = True
+            return
+        self._pumping = True
+        try:
+            self._pump_again = True
+            while self._pump_again:
+                self._pump_again = False
+                if not self._write_ready():
+                    return
+                while self.waiting and len(self.pending) < MAX_QUEUED_REQUESTS \
+                        and self.transport is not None and not self.transport.is_closing():
+                    self._dispatch(self.waiting.popleft())
+        finally:
+            self._pumping = False
+        transport = self.transport
+        if transport is None or self.sender is not None:
+            return
+        if self.reading_paused and not self.closing and not self.waiting \
+                and len(self.pending) < MAX_QUEUED_REQUESTS // 2:
+            self.reading_paused = False
+            transport.resume_reading()
+        if self.closing and not self.pending and not self.waiting and not transport.is_closing():
+            transport.close()
+            # A client that never reads would hold the connection open forever.
+            self._close_timer = self.loop.call_later(_CLOSE_GRACE_S, transport.abort)
+
+    def _write_ready(self) -> bool:
+        """Write the responses ready in order; False if the connection is being dropped."""
+        transport = self.transport
+        if self.sender is not None or transport is None:
+            return True
+        pending = self.pending
+        try:
+            while pending and pending[0].done:
+                entry = pending.popleft()
+                if entry.error is not None:
+                    self._close_for(entry.error)
+                    return False
+                if entry.response is None or transport.is_closing():
+                    continue
+                rest = self._write(entry.response)
+                if rest is not None or self._write_paused:
+                    self.sender = self.loop.create_task(self._send_rest(rest or []))
+                    return True
+        except _Truncated as e:
+            log.warning("closing %s: %s", self.conn.peer, e)
+            self._abort()
+            return False
+        except Exception:
+            # An OSError of sendfile, a bug: the frame on the wire may be cut short, so
+            # the stream is unusable. Close it, loudly.
+            log.exception("closing %s: writing a response failed", self.conn.peer)
+            self._abort()
+            return False
+        return True
+
+    def _write(self, response: Response) -> list[Any] | None:
+        """Write what can go out now; the chunks left (a region partly sent first), or None."""
+        transport = self.transport
+        assert transport is not None
+        self.server.bytes_out += 4 + response.size
+        self.server.responses_out += 1
+        # Bytes chunks between file regions go out in one write each (the size prefix
+        # with the first): a syscall and a TCP segment per write.
+        head: list[Any] = [_SIZE.pack(response.size)]
+        chunks = response.chunks
+        for i, chunk in enumerate(chunks):
+            if not isinstance(chunk, DeferredBytes):
+                head.append(chunk)
+                continue
+            transport.write(head[0] if len(head) == 1 else b"".join(head))
+            head = []
+            sent, ended = _sendfile_now(transport, chunk)
+            if ended:
+                raise _Truncated(f"sendfile sent {sent} of {chunk.size} bytes: the file ended")
+            if sent < chunk.size:
+                return [_RegionRest(chunk, sent), *chunks[i + 1:]]
+        if head:
+            transport.write(head[0] if len(head) == 1 else b"".join(head))
+        return None
+
+    async def _send_rest(self, chunks: list[Any]) -> None:
+        """The rest of a response, waiting for the socket; then the responses behind it."""
+        transport = self.transport
+        assert transport is not None
+        try:
+            head: list[Any] = []
+            for chunk in chunks:
+                if not isinstance(chunk, DeferredBytes):
+                    head.append(chunk)
+                    continue
+                if head:
+                    transport.write(b"".join(head))
+                    head = []
+                sent = await _send_region(self.loop, self, transport, chunk)
+                if sent != chunk.size:
+                    raise _Truncated(f"sendfile sent {sent} of {chunk.size} bytes")
+            if head:
+                transport.write(b"".join(head))
+            await self.drain()
+        except (ConnectionError, asyncio.CancelledError):
+            self._abort()
+            return
+        except _Truncated as e:
+            # The file shrank under us: the frame is now short, so the stream is
+            # unusable. Dropping the connection is the only honest option.
+            log.warning("closing %s: %s", self.conn.peer, e)
+            self._abort()
+            return
+        except Exception:
+            log.exception("closing %s: writing a response failed", self.conn.peer)
+            self._abort()
+            return
+        self.sender = None
+        self._send_ready()
 
     async def drain(self) -> None:
         if self.transport is None or self.transport.is_closing():
@@ -133,6 +330,87 @@ class _FrameProtocol(WriteFlowControl, asyncio.BufferedProtocol):
             if self.closed.done():
                 raise ConnectionResetError("connection lost")
         await self.wait_writable()
+
+    def _close_for(self, error: BaseException) -> None:
+        if isinstance(error, (CloseConnection, asyncio.CancelledError)):
+            log.info("closing %s: %s", self.conn.peer, error or type(error).__name__)
+        else:
+            log.error("closing %s: request failed unexpectedly", self.conn.peer,
+                      exc_info=(type(error), error, error.__traceback__))
+        self._abort()
+
+    def _abort(self) -> None:
+        self.closing = True
+        self.conn.closed = True
+        if self.transport is not None:
+            self.transport.abort()
+
+
+class _Truncated(Exception):
+    """A file region came out shorter than its size (the file shrank under us)."""
+
+
+class _Resumed:
+    """The rest of a coroutine started outside any task (see _FrameProtocol), as a
+    coroutine a task can run: the task's first step takes over the future the coroutine
+    first waited on, later steps go to the coroutine itself. A cancellation reaches the
+    coroutine even before that first step, so its cleanup (a purgatory key, an acks=all
+    waiter) runs at once rather than when the garbage collector closes it."""
+
+    __slots__ = ("coro", "first")
+    __qualname__ = __name__ = "eager_request"     # how the task shows in reprs and logs
+
+    def __init__(self, coro: Any, waiting_on: Any):
+        self.coro = coro
+        self.first: Any = [waiting_on]
+
+    def send(self, value: Any) -> Any:
+        if self.first is not None:
+            waiting_on = self.first[0]
+            self.first = None
+            if hasattr(waiting_on, "_asyncio_future_blocking"):
+                waiting_on._asyncio_future_blocking = True     # handed over as a fresh await
+            return waiting_on
+        return self.coro.send(value)
+
+    def throw(self, *exc: Any) -> Any:
+        if self.first is not None:
+            # Cancelled before it took over the wait: as a task would, cancel that too.
+            waiting_on, self.first = self.first[0], None
+            if hasattr(waiting_on, "cancel"):
+                waiting_on.cancel()
+        return self.coro.throw(*exc)
+
+    def close(self) -> None:
+        self.coro.close()
+
+    def __await__(self) -> "_Resumed":
+        return self
+
+    def __next__(self) -> Any:
+        return self.send(None)
+
+
+def _sendfile_now(transport: Any, region: Any) -> tuple[int, bool]:
+    """os.sendfile of a region straight to the non-blocking socket, when nothing is
+    buffered ahead of it, until done or the socket is full: (bytes sent, whether the file
+    ended before the region did)."""
+    sent = 0
+    if transport.get_write_buffer_size() or transport.is_closing():
+        return 0, False
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return 0, False
+    out, fd, position, size = sock.fileno(), region.fileno, region.position, region.size
+    while sent < size and sent < _DIRECT_SENDFILE_MAX:
+        try:
+            n = os.sendfile(out, fd, position + sent, size - sent)
+        except (BlockingIOError, InterruptedError):
+            break
+        if n == 0:          # end of file: the region is gone
+            return sent, True
+        sent += n
+    return sent, False
 
 
 class CloseConnection(Exception):
@@ -166,10 +444,15 @@ class ConnectionInfo:
 
 
 class KafkaServer:
-    """One TCP listener bound to (host, port), serving every connection with `dispatch`."""
+    """One TCP listener bound to (host, port), serving every connection with `dispatch`.
+
+    `eager_api_keys`: the APIs whose handlers may run before any task exists (they never
+    ask for the current task, e.g. through asyncio.timeout), so their frames are
+    dispatched as they arrive (see _FrameProtocol)."""
 
     def __init__(self, host: str, port: int, dispatch: Dispatch, *, listener_name: str = "PLAINTEXT",
-                 max_request_size: int = 104857600, send_buffer: int = -1, receive_buffer: int = -1):
+                 max_request_size: int = 104857600, send_buffer: int = -1, receive_buffer: int = -1,
+                 eager_api_keys: frozenset[int] = frozenset()):
         self.host = host
         self.port = port
         self.dispatch = dispatch
@@ -177,8 +460,9 @@ class KafkaServer:
         self.max_request_size = max_request_size
         self.send_buffer = send_buffer
         self.receive_buffer = receive_buffer
+        self.eager_api_keys = eager_api_keys
         self._server: asyncio.base_events.Server | None = None
-        self._connections: set[asyncio.Task] = set()
+        self._connections: set[_FrameProtocol] = set()
         # Kafka's socket-server-metrics, read by broker.metrics at scrape time.
         self.connections_created = 0
         self.connections_closed = 0
@@ -205,28 +489,21 @@ class KafkaServer:
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
-        for t in list(self._connections):
-            t.cancel()
-        if self._connections:
-            await asyncio.gather(*self._connections, return_exceptions=True)
+        protos = list(self._connections)
+        for proto in protos:
+            proto._stop_reading()       # what was asked is answered, then closed
+        if protos:
+            await asyncio.wait([p.closed for p in protos], timeout=_CLOSE_GRACE_S)
+            for proto in protos:
+                if not proto.closed.done():
+                    proto._abort()
+            await asyncio.wait([p.closed for p in protos], timeout=1)
         if self._server is not None:
             await self._server.wait_closed()
 
     def _accept(self, proto: _FrameProtocol, transport: Any) -> None:
-        task = asyncio.get_running_loop().create_task(self._serve(proto, transport))
-        self._connections.add(task)
-
-    async def _serve(self, proto: _FrameProtocol, transport: Any) -> None:
-        try:
-            await self._serve_connection(proto, transport)
-        except asyncio.CancelledError:
-            # Broker shutdown: the connection is closed below; nothing else to report.
-            pass
-        finally:
-            self._connections.discard(asyncio.current_task())  # type: ignore[arg-type]
-
-    async def _serve_connection(self, proto: _FrameProtocol, transport: Any) -> None:
         self.connections_created += 1
+        self._connections.add(proto)
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -234,104 +511,11 @@ class KafkaServer:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer)
             if self.receive_buffer > 0:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer)
-        conn = ConnectionInfo(transport.get_extra_info("peername"), self.listener_name)
-        pending: asyncio.Queue[asyncio.Task | None] = asyncio.Queue(MAX_QUEUED_REQUESTS)
-        sender = asyncio.create_task(self._send_in_order(pending, proto, transport, conn))
-        try:
-            while not conn.closed:
-                frame = await proto.next_frame()
-                if frame is None:
-                    if proto.error is not None:
-                        log.warning("closing %s: %s", conn.peer, proto.error)
-                    break
-                self.requests_in += 1
-                request_task = asyncio.create_task(self.dispatch(frame, conn))
-                await pending.put(request_task)
-                if sender.done():
-                    break
-        finally:
-            conn.closed = True
-            if not sender.done():
-                try:
-                    pending.put_nowait(None)
-                except asyncio.QueueFull:
-                    sender.cancel()
-                try:
-                    await sender
-                except (asyncio.CancelledError, Exception):
-                    pass
-            while not pending.empty():
-                t = pending.get_nowait()
-                if t is not None:
-                    t.cancel()
-            transport.close()
-            try:
-                await asyncio.wait_for(asyncio.shield(proto.closed), 5)
-            except Exception:
-                transport.abort()
-            self.connections_closed += 1
 
-    async def _send_in_order(self, pending: asyncio.Queue, proto: _FrameProtocol, transport: Any,
-                             conn: ConnectionInfo) -> None:
-        loop = asyncio.get_running_loop()
-        try:
-            while True:
-                request_task = await pending.get()
-                if request_task is None:
-                    return
-                try:
-                    response = await request_task
-                except CloseConnection as e:
-                    log.info("closing %s: %s", conn.peer, e)
-                    conn.closed = True
-                    transport.abort()
-                    return
-                except Exception:
-                    log.exception("closing %s: request failed unexpectedly", conn.peer)
-                    conn.closed = True
-                    transport.abort()
-                    return
-                if response is None or transport.is_closing():
-                    continue
-                self.bytes_out += 4 + response.size
-                self.responses_out += 1
-                # Bytes chunks between file regions go out in one write each (the size
-                # prefix with the first): a syscall and a TCP segment per write.
-                head: list[Any] = [_SIZE.pack(response.size)]
-                for chunk in response.chunks:
-                    if not isinstance(chunk, DeferredBytes):
-                        head.append(chunk)
-                        continue
-                    transport.write(head[0] if len(head) == 1 else b"".join(head))
-                    head = []
-                    sent = await _send_region(loop, proto, transport, chunk)
-                    if sent != chunk.size:
-                        # The file shrank under us: the frame is now short, so the
-                        # stream is unusable. Dropping the connection is the only honest option.
-                        log.warning("closing %s: sendfile sent %d of %d bytes", conn.peer,
-                                    sent, chunk.size)
-                        conn.closed = True
-                        transport.abort()
-                        return
-                if head:
-                    transport.write(head[0] if len(head) == 1 else b"".join(head))
-                await proto.drain()
-        except (ConnectionError, asyncio.CancelledError):
-            conn.closed = True
-            transport.abort()
-        except Exception:
-            # Anything else while writing (an OSError of sendfile, a bug): the frame on the
-            # wire may be cut short, so the stream is unusable. Close it, loudly.
-            log.exception("closing %s: writing a response failed", conn.peer)
-            conn.closed = True
-            transport.abort()
-        finally:
-            # Nothing takes from `pending` after this: the reader may be waiting for room
-            # in it, so empty it (the connection is done) and let that put finish.
-            while not pending.empty():
-                t = pending.get_nowait()
-                if t is not None:
-                    t.cancel()
+    def _closed(self, proto: _FrameProtocol) -> None:
+        if proto in self._connections:
+            self._connections.discard(proto)
+            self.connections_closed += 1
 
 
 async def _send_region(loop: asyncio.AbstractEventLoop, proto: _FrameProtocol, transport: Any,
@@ -342,22 +526,11 @@ async def _send_region(loop: asyncio.AbstractEventLoop, proto: _FrameProtocol, t
     socket until it would block: a fetch answer of a few KiB costs one syscall. Only the
     rest (a full socket) goes through loop.sendfile, which waits for writability, pauses
     reading and registers the socket with the selector for every call."""
-    sent = 0
-    size = region.size
-    if not transport.get_write_buffer_size() and not transport.is_closing():
-        sock = transport.get_extra_info("socket")
-        if sock is not None:
-            out, fd, position = sock.fileno(), region.fileno, region.position
-            while sent < size and sent < _DIRECT_SENDFILE_MAX:
-                try:
-                    n = os.sendfile(out, fd, position + sent, size - sent)
-                except (BlockingIOError, InterruptedError):
-                    break
-                if n == 0:          # end of file: the region is gone, the caller closes
-                    return sent
-                sent += n
-    if sent < size:
+    sent, ended = _sendfile_now(transport, region)
+    if ended:
+        return sent         # the caller closes: the frame can no longer be completed
+    if sent < region.size:
         await proto.drain()
         sent += await loop.sendfile(transport, region.file, region.position + sent,
-                                    size - sent, fallback=False)
+                                    region.size - sent, fallback=False)
     return sent

@@ -1,5 +1,6 @@
 """The broker's receive path (_FrameProtocol) fed by hand, as asyncio feeds it."""
 import asyncio
+import collections
 import struct
 from types import SimpleNamespace
 
@@ -19,8 +20,20 @@ def feed(proto: _FrameProtocol, data: bytes, chunk: int) -> None:
         pos += n
 
 
-def make(max_request_size: int = 100 << 20) -> _FrameProtocol:
-    return _FrameProtocol(SimpleNamespace(max_request_size=max_request_size, bytes_in=0))
+class _Collecting(_FrameProtocol):
+    """Keeps the frames instead of dispatching them."""
+
+    def __init__(self, server):
+        super().__init__(server)
+        self.frames: collections.deque = collections.deque()
+
+    def _dispatch(self, frame):
+        self.frames.append(frame)
+
+
+def make(max_request_size: int = 100 << 20) -> _Collecting:
+    return _Collecting(SimpleNamespace(max_request_size=max_request_size, bytes_in=0,
+                                       listener_name="PLAINTEXT"))
 
 
 def test_a_claimed_huge_frame_does_not_allocate_its_size_up_front():
@@ -42,7 +55,7 @@ def test_large_and_small_frames_come_out_whole_whatever_the_read_sizes():
             proto = make()
             got = []
             pos = 0
-            while pos < len(stream):   # drain frames as the connection task would
+            while pos < len(stream):
                 n = min(len(stream) - pos, chunk * 64)
                 feed(proto, stream[pos:pos + n], chunk)
                 pos += n
