@@ -137,3 +137,19 @@ def test_a_signed_or_wide_view_is_read_as_bytes() -> None:
     signed = memoryview(bytes.fromhex("05" "01" "01" "ff")).cast("b")
     with pytest.raises(DecodeError):           # tag 1 of size 255, one byte left
         read(Reader(signed))
+
+
+def test_defaults_of_absent_fields_are_fresh_for_every_message() -> None:
+    """Absent struct and array fields decode as literals built per message: changing one
+    decoded message's defaults must not show in the next."""
+    fetch = API_BY_NAME["Fetch"]
+    body = {"responses": [{"topic": "t", "partitions": [{"partition_index": 0}]}]}
+    data = fetch.encode_response(body, 12).getvalue()
+    first = fetch.decode_response(data, 12).responses[0].partitions[0]
+    assert first.current_leader == {"leader_id": -1, "leader_epoch": -1}
+    assert first.aborted_transactions is None or first.aborted_transactions == []
+    first.current_leader.leader_id = 5
+    first.diverging_epoch.epoch = 9
+    again = fetch.decode_response(data, 12).responses[0].partitions[0]
+    assert again.current_leader.leader_id == -1 and again.diverging_epoch.epoch == -1
+    assert isinstance(again.current_leader, Struct)
