@@ -256,6 +256,11 @@ class _FrameProtocol(WriteFlowControl, asyncio.BufferedProtocol):
             log.warning("closing %s: %s", self.conn.peer, e)
             self._abort()
             return False
+        except ConnectionError as e:
+            # The peer went away (a killed follower or consumer): routine, as in _send_rest.
+            log.debug("closing %s: %s", self.conn.peer, e)
+            self._abort()
+            return False
         except Exception:
             # An OSError of sendfile, a bug: the frame on the wire may be cut short, so
             # the stream is unusable. Close it, loudly.

@@ -286,3 +286,42 @@ def test_no_more_than_the_queue_limit_runs_at_once_however_many_frames_one_read_
         assert t.responses() == [b"%d" % i for i in range(n)]
         assert peak == MAX_QUEUED_REQUESTS and not t.paused
     asyncio.run(main())
+
+
+def test_a_peer_gone_during_a_direct_sendfile_closes_quietly(tmp_path, caplog) -> None:
+    """A follower or consumer killed mid-fetch is routine: the broken pipe os.sendfile
+    raises is not a broker bug, so no ERROR with a traceback (as chaos runs logged)."""
+    import socket
+
+    from broker.log.segment import FileRegion
+
+    path = tmp_path / "segment"
+    path.write_bytes(b"x" * 4096)
+    listener = socket.create_server(("127.0.0.1", 0))
+    peer = socket.create_connection(listener.getsockname())
+    ours, _ = listener.accept()
+    listener.close()
+    peer.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    peer.close()                            # the reader is gone (reset): sendfile fails
+
+    class _SocketTransport(_Transport):
+        def get_extra_info(self, name: str, default: Any = None) -> Any:
+            return ours if name == "socket" else super().get_extra_info(name, default)
+
+    async def main() -> None:
+        with open(path, "rb", buffering=0) as f:
+            async def dispatch(frame, conn):
+                return Response([b"head", FileRegion(f, f.fileno(), 0, 4096)])
+            server = KafkaServer("127.0.0.1", 0, dispatch, eager_api_keys=frozenset({EAGER}))
+            proto = _FrameProtocol(server)
+            t = _SocketTransport()
+            proto.connection_made(t)
+            _feed(proto, _frame(EAGER, b"x"))
+            await asyncio.sleep(0)
+            assert t.aborted
+    try:
+        with caplog.at_level("DEBUG"):
+            asyncio.run(main())
+    finally:
+        ours.close()
+    assert not [r for r in caplog.records if r.levelno >= 40], caplog.text
