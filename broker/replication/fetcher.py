@@ -15,7 +15,7 @@ from typing import Any
 
 from clients.aio.errors import KafkaConnectionError
 from clients.aio.pool import ConnectionPool
-from clients.protocol.errors import Code, KafkaError
+from clients.protocol.errors import Code, KafkaError, for_code
 
 from ..server.fetch_sessions import INITIAL_EPOCH, NO_SESSION, next_epoch
 
@@ -161,7 +161,7 @@ class LeaderFetcher:
                                   timeout=cfg["wait_ms"] / 1000.0 + 30)
         if resp.error_code in (Code.FETCH_SESSION_ID_NOT_FOUND, Code.INVALID_FETCH_SESSION_EPOCH):
             log.info("fetcher for leader %d: session %d lost (%s); starting a new one",
-                     self.leader_id, self.session_id, Code(resp.error_code).name)
+                     self.leader_id, self.session_id, for_code(resp.error_code).name)
             self.session_id = NO_SESSION
             self._restart_session()
             return
