@@ -206,9 +206,13 @@ class ProducerStateManager:
             return                           # no state: any sequence (KIP-360)
         last_seq = staged.last_seq
         if not _in_sequence(last_seq, first_seq):
+            # What the broker remembers, so that a desynchronised producer can be diagnosed
+            # from the broker log alone.
+            known = ", ".join(f"{b.first_seq}..{b.last_seq} at {b.first_offset}" for b in staged.batches)
             raise OutOfOrderSequenceNumberError(
-                f"producer {h.producer_id} at offset {first_offset}: sequence {first_seq} "
-                f"does not follow {last_seq}")
+                f"producer {h.producer_id} epoch {epoch} at offset {first_offset}: sequence "
+                f"{first_seq}..{h.last_sequence} does not follow {last_seq} (its last batches "
+                f"here: {known or 'none'})")
 
     def commit(self, append: ProducerAppend, end_offset: int) -> None:
         for pid, entry in append.updates.items():

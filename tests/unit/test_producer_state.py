@@ -70,6 +70,14 @@ def test_out_of_order_sequences(tmp_path):
     assert log.append_as_leader(pbatch(4), 0).first_offset == leo
 
 
+def test_out_of_order_error_names_the_batches_the_broker_remembers(tmp_path):
+    log, _ = seeded(tmp_path, batches=2)                  # sequences 0..1, 2..3
+    with pytest.raises(OutOfOrderSequenceNumberError) as e:
+        log.append_as_leader(pbatch(7, 2), 0)
+    assert f"producer {PID} epoch 0 at offset 4: sequence 7..8 does not follow 3" in str(e.value)
+    assert "last batches here: 0..1 at 0, 2..3 at 2" in str(e.value)
+
+
 def test_producer_epoch_rules(tmp_path):
     log, _ = seeded(tmp_path, batches=2)
     log.append_as_leader(pbatch(0, epoch=1), 0)            # bumped epoch restarts at 0

@@ -11,10 +11,23 @@ partition whose append fails counts as a failed produce request of its topic.
 from __future__ import annotations
 
 import asyncio
+import logging
 
 from clients.protocol.errors import Code, KafkaError, UnsupportedForMessageFormatError
 
 from ..dispatch import handles
+
+log = logging.getLogger(__name__)
+
+# Kafka's ReplicaManager.processFailedRecord: a refusal that means a producer and this broker
+# disagree (its sequence, its transaction) gets a line in the log, a fenced epoch an info
+# line; routine ones (no such partition, not the leader, too few replicas) get none.
+_LOGGED_ERRORS = {
+    Code.OUT_OF_ORDER_SEQUENCE_NUMBER: logging.WARNING,
+    Code.DUPLICATE_SEQUENCE_NUMBER: logging.WARNING,
+    Code.INVALID_TXN_STATE: logging.WARNING,
+    Code.INVALID_PRODUCER_EPOCH: logging.INFO,
+}
 
 
 @handles("Produce", (0, 10))
@@ -51,6 +64,10 @@ async def produce(broker, request, ctx) -> dict | None:
             except KafkaError as e:
                 entry["error_code"] = e.code
                 entry["error_message"] = e.message
+                level = _LOGGED_ERRORS.get(e.code)
+                if level is not None:
+                    log.log(level, "Error processing append operation on partition %s-%d: %s: %s",
+                            topic.name, pd.index, e.name, e.message)
             if entry["error_code"]:
                 stats.produce_failed(topic.name,
                                      broker.metadata.partition(topic.name, 0) is not None)

@@ -1,0 +1,61 @@
+"""A produce refused because the producer and the broker disagree on its sequence is worth a
+line in the broker log, with what the broker remembers (Kafka logs "Error processing append
+operation on partition" for it); routine refusals (no such partition, acks=all without
+enough replicas) are answered without one."""
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+
+from broker.config import BrokerConfig
+from broker.main import Broker
+from broker.server.dispatch import Dispatcher
+from broker.server.network import ConnectionInfo
+from clients.protocol.headers import RequestHeader, encode_request_header
+from clients.protocol.messages import API_BY_NAME
+from clients.protocol.records import Record, build_batch
+from clients.protocol.types import Writer
+
+PID = 77
+
+
+def _produce_frame(partition: int, records: bytes) -> memoryview:
+    api = API_BY_NAME["Produce"]
+    w = Writer()
+    encode_request_header(w, RequestHeader(api.key, 9, 1, "log-test"), api.request_header_version(9))
+    api.encode_request({"acks": 1, "timeout_ms": 5000, "topic_data": [
+        {"name": "t", "partition_data": [{"index": partition, "records": records}]}]}, 9, w)
+    return memoryview(w.getvalue())
+
+
+def _batch(seq: int, n: int = 2) -> bytes:
+    return build_batch([Record(None, b"v")] * n, producer_id=PID, producer_epoch=0,
+                       base_sequence=seq)
+
+
+def test_out_of_order_sequence_is_logged_and_routine_refusals_are_not(tmp_path: Path, caplog) -> None:
+    async def main() -> dict:
+        broker = Broker(BrokerConfig.from_dict({
+            "log.dirs": str(tmp_path / "logs"), "listeners": "PLAINTEXT://127.0.0.1:0"}))
+        await broker.coordinator.start()
+        try:
+            await broker.topic_admin.create("t", 1, 1)
+            dispatch = Dispatcher(broker)
+            conn = ConnectionInfo(("127.0.0.1", 1), "PLAINTEXT")
+            await dispatch(_produce_frame(0, _batch(0)), conn)
+            await dispatch(_produce_frame(7, _batch(0)), conn)      # no such partition
+            with caplog.at_level(logging.INFO):
+                await dispatch(_produce_frame(0, _batch(5)), conn)  # 2..4 never came
+            return dict(dispatch.stats.errors)
+        finally:
+            broker.log_manager.close()
+            await broker.coordinator.stop()
+
+    errors = asyncio.run(main())
+    assert errors.get(("Produce", 45)) == 1 and errors.get(("Produce", 3)) == 1, errors
+    logged = [r for r in caplog.records if r.name.startswith("broker.server")]
+    assert len(logged) == 1, caplog.text
+    assert logged[0].levelno == logging.WARNING
+    assert "Error processing append operation on partition t-0" in logged[0].getMessage()
+    assert "sequence 5..6 does not follow 1 (its last batches here: 0..1 at 0)" in logged[0].getMessage()
