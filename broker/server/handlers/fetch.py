@@ -91,7 +91,11 @@ class _FetchPlan:
             return
         for _, parts in self.topics:
             for rp, p in parts:
-                if not isinstance(p, int):
+                # As Kafka, only a position the read will accept counts: an offset beyond
+                # our log end (a follower with a tail it has not truncated) would otherwise
+                # count as the follower holding records it does not have.
+                if not isinstance(p, int) \
+                        and p.log.log_start_offset <= rp.fetch_offset <= p.log.log_end_offset:
                     self.broker.replicas.record_follower_fetch(p, self.replica_id, rp.fetch_offset)
 
     def read(self) -> tuple[list[dict], int, bool]:
