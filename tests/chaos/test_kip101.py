@@ -86,63 +86,18 @@ def test_restarted_follower_elected_at_once_keeps_acked_records(cluster, long_ru
     # The acks=all producer is what is checked. A small acks=1 producer on the same partition
     # gives the leader a tail of its own when a follower lags (acks=all writes alone stop at
     # the producer's 5 in-flight requests, which the lagging follower has usually been sent).
-    with ChaosProducer(cluster.bootstrap, topic, checker, "all", idempotence=True, rate=3000, keys=None,
-                       config={"log_level": 0, "message.timeout.ms": 120000}) as producer, \
-            ChaosProducer(cluster.bootstrap, topic, checker_one, "one", rate=2000, keys=None,
-                          config={"log_level": 0, "acks": "1", "message.timeout.ms": 120000}) as side:
-        for r in range(rounds):
-            producer.wait_acked(producer.acked + 1500, timeout=60)
-            leader = cluster.leader(topic, 0)
-            f = rng.choice([i for i in range(3) if i != leader])
-            g = next(i for i in range(3) if i not in (leader, f))
-            ctl = cluster.controller_id()
-
-            t0 = time.monotonic()
-            cluster.kill9(f)
-            cluster.wait_until(lambda: f not in cluster.isr(topic, 0), timeout=30,
-                               message=f"broker {f} out of the ISR")
-            cluster.wait_for_broker_gone(f, timeout=30)
-            producer.wait_acked(producer.acked + 500, timeout=30)     # the ISR is {leader, g}
-            cluster.restart(f)
-            cluster.wait_until(lambda: full_isr(cluster, topic), timeout=60,
-                               message=f"broker {f} back in the ISR")
-            t_rejoined = time.monotonic() - t0
-            lagging = r % 2 == 1
-            if lagging:
-                # f (in the ISR) falls behind for a moment, so that the leader and g hold a
-                # tail f never gets (unacknowledged: f is needed for the high watermark).
-                cluster.sigstop(f)
-                time.sleep(0.8)
-            # At once: the leader and the other follower die; f is the only live ISR member.
-            acked_before = checker.acked_count
-            cluster.kill9(leader)
-            cluster.kill9(g)
-            t1 = time.monotonic()
-            at_kill = {i: log_bytes(cluster, i, topic) for i in (leader, g, f)}
-            sizes = {i: len(b) for i, b in at_kill.items()}
-            if lagging:
-                cluster.sigcont(f)
-                assert sizes[leader] > sizes[f], f"no tail beyond the lagging follower: {sizes}"
-            new_leader = cluster.wait_for_leader(topic, 0, timeout=SESSION_S + 30, other_than=leader)
-            t_elected = time.monotonic() - t1
-            state = cluster.partition_state(topic, 0)
-            assert new_leader == f, f"expected {f} (the only live ISR member) to lead: {state}"
-            cluster.wait_for_broker_gone(leader, timeout=30)
-            cluster.wait_for_broker_gone(g, timeout=30)
-            order = [leader, g] if rng.random() < 0.5 else [g, leader]
-            for i in order:
-                cluster.restart(i)
-            cluster.wait_until(lambda: full_isr(cluster, topic), timeout=60, message="full ISR again")
-            t_full = time.monotonic() - t1
-            producer.wait_acked(producer.acked + 500, timeout=60)
-            kills.append((r, lagging, at_kill))
-            print(f"round {r}: leader {leader}, controller {ctl}; follower {f} killed, restarted and back in "
-                  f"the ISR after {t_rejoined:.2f} s; then{' (' + str(f) + ' lagging)' if lagging else ''} "
-                  f"{leader} and {g} killed with {acked_before} acked "
-                  f"(log bytes at the kill: {sizes}); {f} leads at epoch "
-                  f"{state['leader_epoch']} with ISR "
-                  f"{state['isr']} after {t_elected:.2f} s (controller now {cluster.controller_id()}); "
-                  f"restarted {order}, ISR full after {t_full:.2f} s; acked so far {producer.acked}")
+    producer = ChaosProducer(cluster.bootstrap, topic, checker, "all", idempotence=True, rate=3000,
+                             keys=None, config={"log_level": 0, "message.timeout.ms": 120000})
+    side = ChaosProducer(cluster.bootstrap, topic, checker_one, "one", rate=2000, keys=None,
+                         config={"log_level": 0, "acks": "1", "message.timeout.ms": 120000})
+    try:
+        with producer, side:
+            rounds_with_restarted_follower_elected(cluster, topic, producer, rounds, rng, kills)
+    except Exception as e:
+        # A producer that failed (e.g. a fatal idempotence error) must not hide what was
+        # lost: read everything back and report before failing.
+        report_after_failure(cluster, topic, checker, checker_one)
+        raise AssertionError(f"the rounds failed: {e!r}") from e
     print(f"acks=all producer: {producer.sent} sent, {producer.acked} acked, {producer.failed} failed "
           f"{dict(producer.errors)}")
     print(f"acks=1 producer: {side.sent} sent, {side.acked} acked, {side.failed} failed {dict(side.errors)}")
@@ -159,6 +114,81 @@ def test_restarted_follower_elected_at_once_keeps_acked_records(cluster, long_ru
     report = checker.report()
     print(f"acks=all: {report}")
     report.assert_ok(min_acked=1000)
+
+
+def rounds_with_restarted_follower_elected(cluster, topic: str, producer: ChaosProducer, rounds: int,
+                                           rng: random.Random, kills: list) -> None:
+    checker = producer.checker
+    for r in range(rounds):
+        producer.wait_acked(producer.acked + 1500, timeout=60)
+        leader = cluster.leader(topic, 0)
+        f = rng.choice([i for i in range(3) if i != leader])
+        g = next(i for i in range(3) if i not in (leader, f))
+        ctl = cluster.controller_id()
+
+        t0 = time.monotonic()
+        cluster.kill9(f)
+        cluster.wait_until(lambda: f not in cluster.isr(topic, 0), timeout=30,
+                           message=f"broker {f} out of the ISR")
+        cluster.wait_for_broker_gone(f, timeout=30)
+        producer.wait_acked(producer.acked + 500, timeout=30)     # the ISR is {leader, g}
+        cluster.restart(f)
+        cluster.wait_until(lambda: full_isr(cluster, topic), timeout=60,
+                           message=f"broker {f} back in the ISR")
+        t_rejoined = time.monotonic() - t0
+        lagging = r % 2 == 1
+        if lagging:
+            # f (in the ISR) falls behind for a moment, so that the leader and g hold a
+            # tail f never gets (unacknowledged: f is needed for the high watermark).
+            cluster.sigstop(f)
+            time.sleep(0.8)
+        # At once: the leader and the other follower die; f is the only live ISR member.
+        acked_before = checker.acked_count
+        cluster.kill9(leader)
+        cluster.kill9(g)
+        t1 = time.monotonic()
+        at_kill = {i: log_bytes(cluster, i, topic) for i in (leader, g, f)}
+        sizes = {i: len(b) for i, b in at_kill.items()}
+        if lagging:
+            cluster.sigcont(f)
+            assert sizes[leader] > sizes[f], f"no tail beyond the lagging follower: {sizes}"
+        new_leader = cluster.wait_for_leader(topic, 0, timeout=SESSION_S + 30, other_than=leader)
+        t_elected = time.monotonic() - t1
+        state = cluster.partition_state(topic, 0)
+        assert new_leader == f, f"expected {f} (the only live ISR member) to lead: {state}"
+        cluster.wait_for_broker_gone(leader, timeout=30)
+        cluster.wait_for_broker_gone(g, timeout=30)
+        order = [leader, g] if rng.random() < 0.5 else [g, leader]
+        for i in order:
+            cluster.restart(i)
+        cluster.wait_until(lambda: full_isr(cluster, topic), timeout=60, message="full ISR again")
+        t_full = time.monotonic() - t1
+        producer.wait_acked(producer.acked + 500, timeout=60)
+        kills.append((r, lagging, at_kill))
+        print(f"round {r}: leader {leader}, controller {ctl}; follower {f} killed, restarted and back in "
+              f"the ISR after {t_rejoined:.2f} s; then{' (' + str(f) + ' lagging)' if lagging else ''} "
+              f"{leader} and {g} killed with {acked_before} acked "
+              f"(log bytes at the kill: {sizes}); {f} leads at epoch "
+              f"{state['leader_epoch']} with ISR "
+              f"{state['isr']} after {t_elected:.2f} s (controller now {cluster.controller_id()}); "
+              f"restarted {order}, ISR full after {t_full:.2f} s; acked so far {producer.acked}")
+
+
+def report_after_failure(cluster, topic: str, checker: Checker, checker_one: Checker) -> None:
+    """Every broker back and the partition fully replicated, then what was acknowledged and
+    what is there, printed (the caller fails anyway)."""
+    try:
+        for i in range(3):
+            if i in cluster._paused:
+                cluster.sigcont(i)
+            if not cluster.running(i):
+                cluster.restart(i)
+        cluster.wait_until(lambda: full_isr(cluster, topic), timeout=60, message="full ISR again")
+        split = ByProducer({"all": checker, "one": checker_one})
+        read_back(cluster.bootstrap, topic, 1, split, config={"log_level": 0})  # type: ignore[arg-type]
+        print(f"after the failure, acks=all: {checker.report().details()}")
+    except Exception as e:              # the report is a courtesy: the original failure wins
+        print(f"no report after the failure: {e!r}")
 
 
 # ---- 2. two brokers with divergent tails do not diverge ------------------------------------------
