@@ -182,19 +182,22 @@ class Broker:
         return self.metadata.broker(broker_id)
 
     # ------------------------------------------------------------ lifecycle
-    async def _write_isr(self, p: Any, new_isr: list[int]) -> int | None:
+    async def _write_isr(self, p: Any, new_isr: list[int]) -> tuple[list[int], int] | None:
         """A leader's ISR change: a conditional write of the partition state (so a deposed
         leader's write fails), then a notification for the controller to propagate."""
         from zkcoord import zk_paths as zp
-        from zkcoord.zookeeper import StaleZkVersionError
         state = zp.PartitionState(self.broker_id, p.leader_epoch, new_isr, p.controller_epoch)
-        try:
-            version = await self.coordinator.update_partition_state(p.topic, p.index, state, p.partition_epoch)
-        except StaleZkVersionError:
-            log.info("%s-%d: ISR change refused, partition epoch %d is stale", p.topic, p.index, p.partition_epoch)
+        written = await self.coordinator.update_isr_as_leader(p.topic, p.index, state, p.partition_epoch)
+        if written is None:
+            log.info("%s-%d: ISR change refused, leader epoch %d is stale", p.topic, p.index, p.leader_epoch)
             return None
-        await self.coordinator.notify_isr_change([(p.topic, p.index)])
-        return version
+        try:
+            await self.coordinator.notify_isr_change([(p.topic, p.index)])
+        except Exception as e:
+            # The write landed: the leader must use it. Only the metadata others serve lags.
+            log.warning("%s-%d: ISR change written but not announced to the controller: %r",
+                        p.topic, p.index, e)
+        return written
 
     async def wait_for_leaders(self, name: str, partitions: int, timeout_s: float) -> None:
         """Cluster mode: CreateTopics answers once the controller elected every leader (or

@@ -1218,6 +1218,30 @@ class ZkCoordinator(Coordinator):
             raise NoPartitionStateError(f"{path} does not exist") from None
         return stat.version
 
+    async def update_isr_as_leader(self, topic: str, partition: int, state: PartitionState,
+                                   expected_version: int) -> tuple[list[int], int] | None:
+        """A leader's conditional ISR write (Kafka's Partition.updateIsr in ZooKeeper mode):
+        the ISR the znode then holds at `state`'s leader and epoch, with its zk version; None
+        when it holds another leader or epoch (this leader's view is stale).
+
+        Refused for its version, the znode is re-read: only the leader writes at its own
+        epoch (the controller bumps the epoch), so a znode at our leader and epoch holds an
+        earlier write of ours whose answer was lost with a connection (Kafka's
+        checkLeaderAndIsrZkData). Its ISR is what the controller would elect from: taken."""
+        try:
+            version = await self.update_partition_state(topic, partition, state, expected_version)
+            return list(state.isr), version
+        except NoPartitionStateError:
+            return None                     # the topic is being deleted
+        except StaleZkVersionError:
+            got = await self.get_partition_state(topic, partition)
+            if got is None:
+                return None
+            held, version = got
+            if held.leader != state.leader or held.leader_epoch != state.leader_epoch:
+                return None
+            return list(held.isr), version
+
     async def update_partition_states(
             self, updates: Mapping[TopicPartition, tuple[PartitionState, int]], *,
             controller_epoch_zk_version: int | None = None) -> dict[TopicPartition, int | Exception]:

@@ -47,6 +47,10 @@ class Partition:
     controller_epoch: int = 0
     followers: dict[int, FollowerState] = field(default_factory=dict)
     isr_change_in_flight: bool = False
+    # The ISR a conditional write is carrying, until its outcome is known: the coordinator
+    # (and so the controller's next election) may already hold it, so the high watermark
+    # counts the replicas of both (Kafka's maximal ISR, KIP-497).
+    pending_isr: list[int] | None = None
     epoch_start_offset: int = 0               # log end when this broker became leader of this epoch
 
     @property
@@ -75,6 +79,7 @@ class Partition:
         self.isr = list(isr)
         self.replicas = list(replicas)
         self.partition_epoch = partition_epoch
+        self.pending_isr = None
         self.followers = {r: FollowerState(r, last_caught_up_time=now if r in isr else 0.0)
                           for r in replicas if r != self.broker_id}
         # Followers ask where this epoch starts (OffsetForLeaderEpoch): record it now.
@@ -89,6 +94,7 @@ class Partition:
         self.isr = list(isr)
         self.replicas = list(replicas)
         self.partition_epoch = partition_epoch
+        self.pending_isr = None
         self.followers = {}
 
     # ------------------------------------------------------------------ leader side
@@ -128,6 +134,11 @@ class Partition:
             if r != self.broker_id:
                 st = self.followers.get(r)
                 new_hw = min(new_hw, st.log_end_offset if st else -1)
+        if self.pending_isr is not None:
+            for r in self.pending_isr:
+                if r != self.broker_id:
+                    st = self.followers.get(r)
+                    new_hw = min(new_hw, st.log_end_offset if st else -1)
         if new_hw > self.log.high_watermark:
             self.log.high_watermark = new_hw
             return True

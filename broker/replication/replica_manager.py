@@ -5,7 +5,8 @@ Standalone: this broker leads every partition and is its only in-sync replica, s
 watermark follows the log end. In a cluster the controller's LeaderAndIsr decides
 leadership; followers fetch from leaders (fetcher.py) and leaders track them (partition.py).
 ISR changes go through `isr_writer`, a coroutine that performs the coordinator's conditional
-write and returns the new partition epoch, or None when this broker's view was stale.
+write and returns the ISR the coordinator then holds with its partition epoch, or None when
+this broker's view was stale.
 
 Single event-loop thread: the methods here are synchronous except the awaits on
 replication, and do blocking file I/O of the log (page-cache writes, header preads).
@@ -25,7 +26,9 @@ from .partition import READ_COMMITTED, READ_UNCOMMITTED, Partition  # noqa: F401
 
 log = logging.getLogger(__name__)
 
-IsrWriter = Callable[[Partition, list[int]], Awaitable["int | None"]]
+# (partition, new ISR) -> (the ISR the coordinator holds at this leader epoch, its version),
+# or None when it holds another leader epoch (this broker's view is stale).
+IsrWriter = Callable[[Partition, list[int]], Awaitable["tuple[list[int], int] | None"]]
 
 
 class ReplicaManager:
@@ -46,6 +49,7 @@ class ReplicaManager:
         # Kafka's IsrShrinksPerSec / IsrExpandsPerSec: ISR changes this leader made.
         self.isr_shrinks = 0
         self.isr_expands = 0
+        self.isr_retry_s = 0.5          # pause before retrying an ISR write of unknown outcome
 
     # ------------------------------------------------------------------ lookup
     def get(self, topic: str, partition: int) -> Partition:
@@ -163,25 +167,43 @@ class ReplicaManager:
                     await self._change_isr(p, [r for r in p.isr if r not in out])
 
     async def _change_isr(self, p: Partition, new_isr: list[int]) -> None:
+        """Write `new_isr`, then apply what the coordinator holds. Until the answer is known
+        the write is pending and counts for the high watermark (Partition.pending_isr); an
+        error that leaves the outcome unknown (a lost ZooKeeper connection) is retried, as
+        Kafka retries AlterPartition, because the controller may elect from what landed."""
         assert self.isr_writer is not None
         p.isr_change_in_flight = True
+        p.pending_isr = new_isr
         epoch = p.leader_epoch
         try:
-            new_version = await self.isr_writer(p, new_isr)
-        except Exception:
-            log.exception("%s-%d: ISR change to %s failed", p.topic, p.index, new_isr)
-            new_version = None
+            while True:
+                try:
+                    written = await self.isr_writer(p, new_isr)
+                    break
+                except Exception as e:
+                    if not p.is_leader or p.leader_epoch != epoch \
+                            or self.partitions.get((p.topic, p.index)) is not p:
+                        return
+                    log.warning("%s-%d: ISR change to %s has an unknown outcome (%r); retrying",
+                                p.topic, p.index, new_isr, e)
+                    await asyncio.sleep(self.isr_retry_s)
         finally:
             p.isr_change_in_flight = False
-        if new_version is None or not p.is_leader or p.leader_epoch != epoch:
-            return   # stale view: the controller's LeaderAndIsr will set things right
-        log.info("%s-%d: ISR %s -> %s", p.topic, p.index, p.isr, new_isr)
-        if len(new_isr) < len(p.isr):
+            if p.leader_epoch == epoch:
+                p.pending_isr = None
+        if written is None or not p.is_leader or p.leader_epoch != epoch:
+            # Stale view: the controller's LeaderAndIsr will set things right.
+            p.maybe_advance_high_watermark()
+            self._wake(p)
+            return
+        isr, version = written
+        log.info("%s-%d: ISR %s -> %s", p.topic, p.index, p.isr, isr)
+        if len(isr) < len(p.isr):
             self.isr_shrinks += 1
-        elif len(new_isr) > len(p.isr):
+        elif len(isr) > len(p.isr):
             self.isr_expands += 1
-        p.isr = new_isr
-        p.partition_epoch = new_version
+        p.isr = list(isr)
+        p.partition_epoch = version
         p.maybe_advance_high_watermark()
         self._wake(p)
 

@@ -266,6 +266,36 @@ def test_partition_state_update_is_conditional(zookeeper: ZooKeeperServer) -> No
     run(main())
 
 
+def test_a_leaders_isr_write_whose_answer_was_lost_is_taken_as_written(zookeeper: ZooKeeperServer) -> None:
+    """A leader's ISR write that landed but whose answer was lost (a dropped connection)
+    is refused for its version when retried. The znode is at the leader's own epoch, which
+    only that leader writes: what it holds is taken (Kafka's checkLeaderAndIsrZkData).
+    At another leader epoch the leader is stale: None."""
+    async def main() -> None:
+        a = coordinator(zookeeper, 1)
+        await a.start()
+        try:
+            await a.create_topic("t", {0: [1, 2, 3]}, {})
+            epoch = await a.try_elect_controller()
+            await a.create_partition_state("t", 0, zp.PartitionState(1, 4, [1, 2], epoch),
+                                           controller_epoch_zk_version=a.controller_epoch_zk_version)
+            wanted = zp.PartitionState(1, 4, [1, 2, 3], epoch)
+            assert await a.update_isr_as_leader("t", 0, wanted, 0) == ([1, 2, 3], 1)
+            # The same write again from version 0: it already landed.
+            assert await a.update_isr_as_leader("t", 0, wanted, 0) == ([1, 2, 3], 1)
+            # Another ISR asked from a stale version, still at our epoch: what is there wins.
+            assert await a.update_isr_as_leader("t", 0, zp.PartitionState(1, 4, [1], epoch), 0) \
+                == ([1, 2, 3], 1)
+            # The controller elected another leader (epoch 5): this one is stale.
+            await a.update_partition_state("t", 0, zp.PartitionState(2, 5, [2, 3], epoch), 1)
+            assert await a.update_isr_as_leader("t", 0, zp.PartitionState(1, 4, [1, 2], epoch), 1) is None
+            assert await a.update_isr_as_leader("t", 9, zp.PartitionState(1, 0, [1], epoch), 0) is None
+        finally:
+            await a.stop()
+
+    run(main())
+
+
 # ------------------------------------------------------------------ controller election
 
 def test_exactly_one_controller_and_epochs_increase(zookeeper: ZooKeeperServer) -> None:
