@@ -7,23 +7,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from broker.config import BrokerConfig
-from broker.main import EAGER_API_KEYS, Broker
-from broker.server.dispatch import Dispatcher
-from broker.server.network import ConnectionInfo, Response, _Resumed
-from clients.protocol.headers import RequestHeader, encode_request_header
-from clients.protocol.messages import API_BY_KEY, API_BY_NAME
+from broker.main import EAGER_API_KEYS
+from broker.server.network import Response, _Resumed
+from clients.protocol.messages import API_BY_KEY
 from clients.protocol.records import Record, build_batch
-from clients.protocol.types import Writer
-
-
-def _frame(api_name: str, body: dict, version: int) -> memoryview:
-    api = API_BY_NAME[api_name]
-    w = Writer()
-    encode_request_header(w, RequestHeader(api.key, version, 7, "eager-test"),
-                          api.request_header_version(version))
-    api.encode_request(body, version, w)
-    return memoryview(w.getvalue())
+from tests.support.in_process_broker import request_frame as _frame, standalone_broker
 
 
 def _outside_any_task(coro) -> tuple[Response | None, object]:
@@ -40,13 +28,7 @@ def test_produce_and_fetch_take_their_first_step_outside_a_task(tmp_path: Path) 
     assert {API_BY_KEY[k].name for k in EAGER_API_KEYS} == {"Produce", "Fetch"}
 
     async def main() -> None:
-        broker = Broker(BrokerConfig.from_dict({
-            "log.dirs": str(tmp_path / "logs"), "listeners": "PLAINTEXT://127.0.0.1:0"}))
-        await broker.coordinator.start()
-        try:
-            await broker.topic_admin.create("t", 2, 1)
-            dispatch = Dispatcher(broker)
-            conn = ConnectionInfo(("127.0.0.1", 1), "PLAINTEXT")
+        async with standalone_broker(tmp_path / "logs", {"t": 2}) as (broker, dispatch, conn):
             batch = build_batch([Record(None, b"v%d" % i) for i in range(3)])
 
             async def in_a_plain_callback(frame: memoryview) -> tuple[Response | None, object]:
@@ -103,7 +85,4 @@ def test_produce_and_fetch_take_their_first_step_outside_a_task(tmp_path: Path) 
             # used inside a task") into UNKNOWN_SERVER_ERROR: every answer must have been clean.
             assert {code for (_, code) in dispatch.stats.errors} == {0}
             assert sum(dispatch.stats.requests.values()) == 3    # the parked fetch still waits
-        finally:
-            broker.log_manager.close()
-            await broker.coordinator.stop()
     asyncio.run(main())

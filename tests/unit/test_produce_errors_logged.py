@@ -8,25 +8,15 @@ import asyncio
 import logging
 from pathlib import Path
 
-from broker.config import BrokerConfig
-from broker.main import Broker
-from broker.server.dispatch import Dispatcher
-from broker.server.network import ConnectionInfo
-from clients.protocol.headers import RequestHeader, encode_request_header
-from clients.protocol.messages import API_BY_NAME
 from clients.protocol.records import Record, build_batch
-from clients.protocol.types import Writer
+from tests.support.in_process_broker import request_frame, standalone_broker
 
 PID = 77
 
 
 def _produce_frame(partition: int, records: bytes) -> memoryview:
-    api = API_BY_NAME["Produce"]
-    w = Writer()
-    encode_request_header(w, RequestHeader(api.key, 9, 1, "log-test"), api.request_header_version(9))
-    api.encode_request({"acks": 1, "timeout_ms": 5000, "topic_data": [
-        {"name": "t", "partition_data": [{"index": partition, "records": records}]}]}, 9, w)
-    return memoryview(w.getvalue())
+    return request_frame("Produce", {"acks": 1, "timeout_ms": 5000, "topic_data": [
+        {"name": "t", "partition_data": [{"index": partition, "records": records}]}]}, 9)
 
 
 def _batch(seq: int, n: int = 2) -> bytes:
@@ -36,21 +26,12 @@ def _batch(seq: int, n: int = 2) -> bytes:
 
 def test_out_of_order_sequence_is_logged_and_routine_refusals_are_not(tmp_path: Path, caplog) -> None:
     async def main() -> dict:
-        broker = Broker(BrokerConfig.from_dict({
-            "log.dirs": str(tmp_path / "logs"), "listeners": "PLAINTEXT://127.0.0.1:0"}))
-        await broker.coordinator.start()
-        try:
-            await broker.topic_admin.create("t", 1, 1)
-            dispatch = Dispatcher(broker)
-            conn = ConnectionInfo(("127.0.0.1", 1), "PLAINTEXT")
+        async with standalone_broker(tmp_path / "logs", {"t": 1}) as (_, dispatch, conn):
             await dispatch(_produce_frame(0, _batch(0)), conn)
             await dispatch(_produce_frame(7, _batch(0)), conn)      # no such partition
             with caplog.at_level(logging.INFO):
                 await dispatch(_produce_frame(0, _batch(5)), conn)  # 2..4 never came
             return dict(dispatch.stats.errors)
-        finally:
-            broker.log_manager.close()
-            await broker.coordinator.stop()
 
     errors = asyncio.run(main())
     assert errors.get(("Produce", 45)) == 1 and errors.get(("Produce", 3)) == 1, errors
