@@ -44,9 +44,9 @@ def test_an_isr_expansion_whose_answer_was_lost_counts_for_acks_all(proxied_clus
     cluster, dropper = proxied_cluster
     topic = "isr-answer-lost"
     ctl = cluster.controller_id()
-    leader = (ctl + 1) % 3                # not the controller: its ZooKeeper hiccup stays a leader's
-    g = (ctl + 2) % 3
-    f = ctl
+    # Neither the leader nor the frozen follower is the controller: a controller frozen for
+    # its session timeout would be replaced, and the new one's LeaderAndIsr hides the story.
+    leader, f, g = (ctl + 1) % 3, (ctl + 2) % 3, ctl
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap, "log_level": 0})
     admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[leader, g, f]],
                                   config={"min.insync.replicas": "2"})])[topic].result(30)
@@ -87,3 +87,4 @@ def test_an_isr_expansion_whose_answer_was_lost_counts_for_acks_all(proxied_clus
         f"electing one would lose it"
     cluster.sigcont(f)
     cluster.wait_until(lambda: len(cluster.isr(topic, 0)) == 3, timeout=30, message="full ISR again")
+
