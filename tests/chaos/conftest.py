@@ -7,7 +7,7 @@ from tests.support.cluster import Cluster
 # A chaos failure seen once in CI is gone with its temporary directory: on failure, the
 # brokers' warnings and errors, and their replication story (leadership, ISR, truncation),
 # go into the report (pytest shows teardown output then).
-_NOTABLE = re.compile(r"^\[[^\]]*\] (WARNING |ERROR |CRITICAL |INFO broker\.replication\.)")
+_NOTABLE = re.compile(r"^\[[^\]]*\] (WARNING |ERROR |CRITICAL |INFO broker\.replication\.|INFO strom\.broker: .*ISR)")
 _MAX_LINES_PER_BROKER = 60
 
 
