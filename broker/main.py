@@ -26,7 +26,7 @@ from .log import LogConfig, LogManager
 from .metadata_cache import MetadataCache, PartitionInfo
 from .metrics import BrokerTopicStats, RequestStats
 from .replication.fetcher import ReplicaFetcherManager
-from .replication.replica_manager import ReplicaManager
+from .replication.replica_manager import IsrWriteOutcomeUnknown, ReplicaManager
 from .server import handlers  # noqa: F401  (registers every handler)
 from .server.dispatch import Dispatcher
 from .server.network import KafkaServer
@@ -87,6 +87,7 @@ class Broker:
         self.servers: list[KafkaServer] = []
         self._tasks: list[asyncio.Task] = []
         self._stopped = asyncio.Event()
+        self._isr_unannounced: set[tuple[str, int]] = set()
 
     # ------------------------------------------------------------ topic configs
     def validate_topic_configs(self, configs: dict[str, str]) -> dict[str, str]:
@@ -185,19 +186,37 @@ class Broker:
     async def _write_isr(self, p: Any, new_isr: list[int]) -> tuple[list[int], int] | None:
         """A leader's ISR change: a conditional write of the partition state (so a deposed
         leader's write fails), then a notification for the controller to propagate."""
+        from kazoo.exceptions import ConnectionLoss, OperationTimeoutError, SessionExpiredError
+
         from zkcoord import zk_paths as zp
+        from zkcoord.zookeeper import ZkNotConnectedError
         state = zp.PartitionState(self.broker_id, p.leader_epoch, new_isr, p.controller_epoch)
-        written = await self.coordinator.update_isr_as_leader(p.topic, p.index, state, p.partition_epoch)
+        try:
+            written = await self.coordinator.update_isr_as_leader(p.topic, p.index, state, p.partition_epoch)
+        except (ZkNotConnectedError, ConnectionLoss, OperationTimeoutError, SessionExpiredError) as e:
+            raise IsrWriteOutcomeUnknown(repr(e)) from e
         if written is None:
             log.info("%s-%d: ISR change refused, leader epoch %d is stale", p.topic, p.index, p.leader_epoch)
             return None
-        try:
-            await self.coordinator.notify_isr_change([(p.topic, p.index)])
-        except Exception as e:
-            # The write landed: the leader must use it. Only the metadata others serve lags.
-            log.warning("%s-%d: ISR change written but not announced to the controller: %r",
-                        p.topic, p.index, e)
+        await self._announce_isr_changes([(p.topic, p.index)])
         return written
+
+    async def _announce_isr_changes(self, partitions: list[tuple[str, int]]) -> None:
+        """Tell the controller (which propagates ISRs in UpdateMetadata) with a notification
+        znode; partitions whose notification failed go with the next one (Kafka queues
+        them too), at the latest with the next ISR check."""
+        self._isr_unannounced.update(partitions)
+        batch = sorted(self._isr_unannounced)
+        if not batch:
+            return
+        try:
+            await self.coordinator.notify_isr_change(batch)
+        except Exception as e:
+            # The write itself landed: the leader uses it; only the metadata others serve lags.
+            log.warning("ISR changes of %d partition(s) not announced to the controller yet: %r",
+                        len(batch), e)
+            return
+        self._isr_unannounced.difference_update(batch)
 
     async def wait_for_leaders(self, name: str, partitions: int, timeout_s: float) -> None:
         """Cluster mode: CreateTopics answers once the controller elected every leader (or
@@ -266,6 +285,8 @@ class Broker:
             await asyncio.sleep(lag_ms / 2000.0)
             try:
                 await self.replicas.shrink_isrs(lag_ms)
+                if self._isr_unannounced:
+                    await self._announce_isr_changes([])
             except Exception:
                 log.exception("ISR shrink check failed")
 
@@ -333,6 +354,7 @@ class Broker:
         # Produce requests still waiting for replication here will not complete: answer them
         # now so their clients retry on the new leaders instead of waiting out a timeout.
         self.replicas.fail_waiters()
+        self.replicas.stop_isr_changes()
         for t in self._tasks:
             t.cancel()
         for s in self.servers:

@@ -5,7 +5,8 @@ watermark is the smallest log end offset among the in-sync replicas (Kafka's Par
 ISR changes are decided here but only applied after the coordinator's conditional write
 succeeds (`ReplicaManager` does the write), so a deposed leader whose partition epoch is
 stale can neither shrink the ISR to itself nor advance the high watermark past what the
-real ISR holds (invariant 4).
+real ISR holds (invariant 4). While a write is pending, the high watermark counts the
+replicas of the pending ISR too: the coordinator may hold it already.
 
 Single event-loop thread; methods are synchronous except where the caller awaits a write.
 """
@@ -74,12 +75,17 @@ class Partition:
     # ------------------------------------------------------------------ transitions
     def make_leader(self, leader_epoch: int, isr: list[int], replicas: list[int],
                     partition_epoch: int, now: float) -> None:
+        if leader_epoch != self.leader_epoch or not self.is_leader:
+            # A new epoch: no write of ours can land any more (the controller's write moved
+            # the znode's version on), so nothing is pending. The same epoch again (a
+            # resent state) keeps a write in flight and what it may have written.
+            self.pending_isr = None
+            self.isr_change_in_flight = False
         self.leader_id = self.broker_id
         self.leader_epoch = leader_epoch
         self.isr = list(isr)
         self.replicas = list(replicas)
         self.partition_epoch = partition_epoch
-        self.pending_isr = None
         self.followers = {r: FollowerState(r, last_caught_up_time=now if r in isr else 0.0)
                           for r in replicas if r != self.broker_id}
         # Followers ask where this epoch starts (OffsetForLeaderEpoch): record it now.
@@ -95,6 +101,7 @@ class Partition:
         self.replicas = list(replicas)
         self.partition_epoch = partition_epoch
         self.pending_isr = None
+        self.isr_change_in_flight = False
         self.followers = {}
 
     # ------------------------------------------------------------------ leader side

@@ -28,7 +28,12 @@ log = logging.getLogger(__name__)
 
 # (partition, new ISR) -> (the ISR the coordinator holds at this leader epoch, its version),
 # or None when it holds another leader epoch (this broker's view is stale).
+# It raises IsrWriteOutcomeUnknown when the write may or may not have landed.
 IsrWriter = Callable[[Partition, list[int]], Awaitable["tuple[list[int], int] | None"]]
+
+
+class IsrWriteOutcomeUnknown(Exception):
+    """The coordinator could not be reached to finish (or confirm) an ISR write."""
 
 
 class ReplicaManager:
@@ -50,6 +55,7 @@ class ReplicaManager:
         self.isr_shrinks = 0
         self.isr_expands = 0
         self.isr_retry_s = 0.5          # pause before retrying an ISR write of unknown outcome
+        self._isr_tasks: set[asyncio.Future] = set()
 
     # ------------------------------------------------------------------ lookup
     def get(self, topic: str, partition: int) -> Partition:
@@ -138,6 +144,11 @@ class ReplicaManager:
                 if not fut.done():
                     fut.set_result(code)
 
+    def stop_isr_changes(self) -> None:
+        """The broker is stopping: ISR writes still retrying end here."""
+        for task in list(self._isr_tasks):
+            task.cancel()
+
     def _wake(self, p: Partition) -> None:
         """After the log end or the high watermark moved: wake fetches and acks=all waits."""
         key = (p.topic, p.index)
@@ -153,9 +164,10 @@ class ReplicaManager:
     def record_follower_fetch(self, p: Partition, replica_id: int, fetch_offset: int) -> None:
         if p.update_follower(replica_id, fetch_offset, self.clock()):
             self._wake(p)
-        if p.isr_to_expand() is not None and not p.isr_change_in_flight and self.isr_writer:
+        if not p.isr_change_in_flight and self.isr_writer:
             r = p.isr_to_expand()
-            asyncio.ensure_future(self._change_isr(p, sorted(set(p.isr) | {r})))
+            if r is not None:
+                self._start_isr_change(p, sorted(set(p.isr) | {r}))
 
     async def shrink_isrs(self, lag_max_ms: int) -> None:
         """Drop followers that have not caught up within replica.lag.time.max.ms."""
@@ -164,37 +176,48 @@ class ReplicaManager:
             if p.is_leader and not p.isr_change_in_flight and self.isr_writer:
                 out = p.isr_to_shrink(now, lag_max_ms / 1000.0)
                 if out:
-                    await self._change_isr(p, [r for r in p.isr if r not in out])
+                    self._start_isr_change(p, [r for r in p.isr if r not in out])
 
-    async def _change_isr(self, p: Partition, new_isr: list[int]) -> None:
-        """Write `new_isr`, then apply what the coordinator holds. Until the answer is known
-        the write is pending and counts for the high watermark (Partition.pending_isr); an
-        error that leaves the outcome unknown (a lost ZooKeeper connection) is retried, as
-        Kafka retries AlterPartition, because the controller may elect from what landed."""
-        assert self.isr_writer is not None
+    def _start_isr_change(self, p: Partition, new_isr: list[int]) -> None:
+        """Mark the change in flight and pending at once (before the task first runs, so a
+        second fetch in the same pass cannot start another), then write it in a task."""
         p.isr_change_in_flight = True
-        p.pending_isr = new_isr
-        epoch = p.leader_epoch
-        try:
-            while True:
-                try:
-                    written = await self.isr_writer(p, new_isr)
-                    break
-                except Exception as e:
-                    if not p.is_leader or p.leader_epoch != epoch \
-                            or self.partitions.get((p.topic, p.index)) is not p:
-                        return
-                    log.warning("%s-%d: ISR change to %s has an unknown outcome (%r); retrying",
-                                p.topic, p.index, new_isr, e)
-                    await asyncio.sleep(self.isr_retry_s)
-        finally:
-            p.isr_change_in_flight = False
-            if p.leader_epoch == epoch:
-                p.pending_isr = None
-        if written is None or not p.is_leader or p.leader_epoch != epoch:
-            # Stale view: the controller's LeaderAndIsr will set things right.
-            p.maybe_advance_high_watermark()
-            self._wake(p)
+        # Maximal: an earlier write refused as stale may still be what the coordinator holds
+        # (the controller moved the epoch on after it landed): keep counting it.
+        p.pending_isr = sorted(set(new_isr) | set(p.pending_isr or ()))
+        task = asyncio.ensure_future(self._change_isr(p, new_isr, p.leader_epoch))
+        self._isr_tasks.add(task)
+        task.add_done_callback(self._isr_tasks.discard)
+
+    async def _change_isr(self, p: Partition, new_isr: list[int], epoch: int) -> None:
+        """Write `new_isr`, then apply what the coordinator holds. Until the answer is known
+        the write is pending and counts for the high watermark (Partition.pending_isr). A
+        write whose outcome is unknown (IsrWriteOutcomeUnknown: ZooKeeper unreachable) is
+        retried while this broker still leads at `epoch`, as Kafka retries AlterPartition,
+        because the controller may elect from what landed. A LeaderAndIsr with a new leader
+        epoch resets the partition's ISR state (Partition.make_leader / make_follower); a
+        write of an older epoch then only ends quietly."""
+        assert self.isr_writer is not None
+        written = None
+        while self._leads_at(p, epoch):
+            try:
+                written = await self.isr_writer(p, new_isr)
+                break
+            except IsrWriteOutcomeUnknown as e:
+                log.warning("%s-%d: ISR change to %s has an unknown outcome (%s); retrying",
+                            p.topic, p.index, new_isr, e)
+            except Exception:
+                log.exception("%s-%d: ISR change to %s failed", p.topic, p.index, new_isr)
+                if self._leads_at(p, epoch):
+                    p.isr_change_in_flight = False      # still pending: a later change retries
+                return
+            await asyncio.sleep(self.isr_retry_s)
+        if not self._leads_at(p, epoch):
+            return
+        if written is None:
+            # Refused: the coordinator holds another leader epoch, so this view is stale.
+            # As Kafka, stay in flight with the maximal ISR until the controller's
+            # LeaderAndIsr (which is on its way) resets it: no stream of doomed writes.
             return
         isr, version = written
         log.info("%s-%d: ISR %s -> %s", p.topic, p.index, p.isr, isr)
@@ -204,8 +227,13 @@ class ReplicaManager:
             self.isr_expands += 1
         p.isr = list(isr)
         p.partition_epoch = version
+        p.pending_isr = None            # the coordinator holds exactly `isr` at our epoch
+        p.isr_change_in_flight = False
         p.maybe_advance_high_watermark()
         self._wake(p)
+
+    def _leads_at(self, p: Partition, epoch: int) -> bool:
+        return p.is_leader and p.leader_epoch == epoch and self.partitions.get((p.topic, p.index)) is p
 
     # ------------------------------------------------------------------ followers (follower side)
     def follower_appended(self, p: Partition, leader_high_watermark: int) -> None:

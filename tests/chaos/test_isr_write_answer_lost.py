@@ -62,7 +62,8 @@ def test_an_isr_expansion_whose_answer_was_lost_counts_for_acks_all(proxied_clus
     cluster.sigcont(f)
     assert dropper.dropped.wait(30), "the leader never wrote the ISR expansion"
     assert sorted(cluster.isr(topic, 0)) == [0, 1, 2]
-    time.sleep(1.0)                       # the leader reconnects and retries the write
+    # kazoo reconnects (same session); the coordinator's retry of the write meets BADVERSION.
+    time.sleep(1.0)
 
     # The follower freezes again. An acks=all record may only be acknowledged once every
     # replica of the ISR the controller would elect from holds it.

@@ -9,7 +9,8 @@ and sees a connection loss for that request, as with a network fault at the wors
 Only the framing of ZooKeeper's protocol is read: every message is a 4-byte big-endian
 length and a body; after the session handshake, a request body starts with xid and op
 type (SetData is 5, its path follows as a length-prefixed string) and a reply body with
-the xid it answers.
+the xid it answers. Only plain SetData is matched: a leader's ISR write is one, while the
+controller's writes go in a multi (op 14) with its epoch check and pass untouched.
 """
 from __future__ import annotations
 

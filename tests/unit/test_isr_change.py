@@ -14,7 +14,7 @@ import asyncio
 import uuid
 
 from broker.log import LogConfig, PartitionLog
-from broker.replication.replica_manager import ReplicaManager
+from broker.replication.replica_manager import IsrWriteOutcomeUnknown, ReplicaManager
 from broker.server.purgatory import FetchPurgatory
 from clients.protocol.records import Record, build_batch
 
@@ -39,14 +39,14 @@ class Writer:
         return answer  # type: ignore[return-value]
 
 
-def _leader(tmp_path, writer: Writer):
-    """Broker 0 leads t-0 with replicas [0, 1, 2] and ISR [0, 1]; 5 records appended."""
+def _leader(tmp_path, writer: Writer, replicas: tuple[int, ...] = (0, 1, 2)):
+    """Broker 0 leads t-0 with `replicas` and ISR [0, 1]; 5 records appended."""
     plog = PartitionLog(str(tmp_path / "t-0"), LogConfig())
     rm = ReplicaManager(0, None, FetchPurgatory(), isr_writer=writer, clock=lambda: 0.0)
     rm.isr_retry_s = 0.01
     rm.logs = type("Logs", (), {"get_log": staticmethod(lambda t, i: plog)})()
     rm.apply_partition_state("t", uuid.uuid4(), 0, leader=0, leader_epoch=1, isr=[0, 1],
-                             replicas=[0, 1, 2], partition_epoch=3, log_config=None)
+                             replicas=list(replicas), partition_epoch=3, log_config=None)
     p = rm.get("t", 0)
     rm.append("t", 0, build_batch([Record(None, b"v")] * 5), required_acks=-1)
     return rm, p
@@ -86,7 +86,7 @@ def test_an_isr_write_with_an_unknown_outcome_still_holds_the_high_watermark(tmp
     ZooKeeper connection): replica 2 may be in the coordinator's ISR, so it still counts,
     and the write is retried until its outcome is known."""
     async def main() -> None:
-        writer = Writer(ConnectionError("connection to ZooKeeper lost"), ([0, 1, 2], 8))
+        writer = Writer(IsrWriteOutcomeUnknown("connection to ZooKeeper lost"), ([0, 1, 2], 8))
         rm, p = _expanding(tmp_path, writer)
         writer.release.set()
         await asyncio.sleep(0)
@@ -120,15 +120,22 @@ def test_the_leader_takes_the_isr_the_coordinator_holds_at_its_epoch(tmp_path) -
     asyncio.run(main())
 
 
-def test_a_refused_isr_write_no_longer_counts(tmp_path) -> None:
-    """Refused (our partition epoch was stale): the coordinator does not hold it, and the
-    controller's LeaderAndIsr will follow; the HW goes back to the ISR we know."""
+def test_a_refused_isr_write_counts_until_the_controller_says_otherwise(tmp_path) -> None:
+    """Refused: the coordinator holds another leader epoch, and what it holds may still be
+    our expansion (landed, answer lost, then the controller moved the epoch on keeping it).
+    As Kafka, the leader keeps the maximal ISR and writes nothing more until the
+    controller's LeaderAndIsr arrives."""
     async def main() -> None:
         writer = Writer(None)
         writer.release.set()
         rm, p = _expanding(tmp_path, writer)
         await asyncio.sleep(0.01)
         assert p.isr == [0, 1]
+        rm.record_follower_fetch(p, 1, 10)
+        rm.record_follower_fetch(p, 2, 5)
+        assert p.high_watermark == 5 and writer.writes == [[0, 1, 2]]     # no second write
+        rm.apply_partition_state("t", p.topic_id, 0, leader=0, leader_epoch=2, isr=[0, 1],
+                                 replicas=[0, 1, 2], partition_epoch=9, log_config=None)
         rm.record_follower_fetch(p, 1, 10)
         assert p.high_watermark == 10
 
@@ -153,7 +160,7 @@ def test_a_new_leader_epoch_forgets_a_pending_isr_write(tmp_path) -> None:
 
 def test_a_write_of_unknown_outcome_stops_retrying_once_the_partition_is_gone(tmp_path) -> None:
     async def main() -> None:
-        writer = Writer(ConnectionError("connection to ZooKeeper lost"))
+        writer = Writer(IsrWriteOutcomeUnknown("connection to ZooKeeper lost"))
         writer.release.set()
         rm, p = _expanding(tmp_path, writer)
         await asyncio.sleep(0.05)
@@ -162,6 +169,47 @@ def test_a_write_of_unknown_outcome_stops_retrying_once_the_partition_is_gone(tm
         await asyncio.sleep(0.02)
         n = len(writer.writes)
         await asyncio.sleep(0.05)
-        assert len(writer.writes) == n and not p.isr_change_in_flight
+        assert len(writer.writes) == n and not rm._isr_tasks
+
+    asyncio.run(main())
+
+
+def test_a_write_of_unknown_outcome_is_not_retried_by_a_follower(tmp_path) -> None:
+    """Deposed during the pause before a retry: the retry would write this broker as the
+    leader of the new epoch. It must not happen."""
+    async def main() -> None:
+        writer = Writer(IsrWriteOutcomeUnknown("connection to ZooKeeper lost"))
+        writer.release.set()
+        rm, p = _leader(tmp_path, writer)
+        rm.isr_retry_s = 0.05
+        rm.record_follower_fetch(p, 1, 5)
+        rm.record_follower_fetch(p, 2, 5)
+        await asyncio.sleep(0.01)
+        assert writer.writes == [[0, 1, 2]]
+        rm.apply_partition_state("t", p.topic_id, 0, leader=1, leader_epoch=2, isr=[1, 2],
+                                 replicas=[0, 1, 2], partition_epoch=9, log_config=None)
+        await asyncio.sleep(0.1)
+        assert writer.writes == [[0, 1, 2]] and not rm._isr_tasks
+        assert not p.isr_change_in_flight and p.pending_isr is None
+
+    asyncio.run(main())
+
+
+def test_two_fetches_in_one_pass_start_one_isr_write(tmp_path) -> None:
+    async def main() -> None:
+        writer = Writer()
+        rm, p = _leader(tmp_path, writer, replicas=(0, 1, 2, 3))
+        rm.record_follower_fetch(p, 1, 5)
+        rm.append("t", 0, build_batch([Record(None, b"w")] * 5), required_acks=-1)
+        rm.record_follower_fetch(p, 2, 5)
+        rm.record_follower_fetch(p, 3, 5)           # before the first write's task ran
+        await asyncio.sleep(0)
+        assert writer.writes == [[0, 1, 2]] and p.pending_isr == [0, 1, 2]
+        writer.release.set()
+        await asyncio.sleep(0.01)
+        assert p.isr == [0, 1, 2]
+        rm.record_follower_fetch(p, 3, 5)           # now its turn
+        await asyncio.sleep(0.01)
+        assert writer.writes[-1] == [0, 1, 2, 3] and p.isr == [0, 1, 2, 3]
 
     asyncio.run(main())
