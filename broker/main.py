@@ -26,7 +26,8 @@ from .log import LogConfig, LogManager
 from .metadata_cache import MetadataCache, PartitionInfo
 from .metrics import BrokerTopicStats, RequestStats
 from .replication.fetcher import ReplicaFetcherManager
-from .replication.replica_manager import IsrWriteOutcomeUnknown, ReplicaManager
+from .replication.isr_announcer import IsrChangeAnnouncer
+from .replication.replica_manager import ReplicaManager
 from .server import handlers  # noqa: F401  (registers every handler)
 from .server.dispatch import Dispatcher
 from .server.network import KafkaServer
@@ -78,16 +79,17 @@ class Broker:
             self.coordinator = ZkCoordinator.from_config(config, self.advertised)
             self.controller: Any = Controller(self, self.coordinator)
             self.replicas.isr_writer = self._write_isr
+            self.isr_announcer: IsrChangeAnnouncer | None = IsrChangeAnnouncer(self.coordinator.notify_isr_change)
         else:
             self.coordinator = LocalCoordinator(config.log_dirs[0], self.advertised)
             self.controller = None
+            self.isr_announcer = None
         self.producer_ids = ProducerIdManager(self.coordinator)
         self.topic_admin = TopicAdmin(self)
         self.group_coordinator = GroupCoordinator(self)
         self.servers: list[KafkaServer] = []
         self._tasks: list[asyncio.Task] = []
         self._stopped = asyncio.Event()
-        self._isr_unannounced: set[tuple[str, int]] = set()
 
     # ------------------------------------------------------------ topic configs
     def validate_topic_configs(self, configs: dict[str, str]) -> dict[str, str]:
@@ -186,37 +188,15 @@ class Broker:
     async def _write_isr(self, p: Any, new_isr: list[int]) -> tuple[list[int], int] | None:
         """A leader's ISR change: a conditional write of the partition state (so a deposed
         leader's write fails), then a notification for the controller to propagate."""
-        from kazoo.exceptions import ConnectionLoss, OperationTimeoutError, SessionExpiredError
-
         from zkcoord import zk_paths as zp
-        from zkcoord.zookeeper import ZkNotConnectedError
         state = zp.PartitionState(self.broker_id, p.leader_epoch, new_isr, p.controller_epoch)
-        try:
-            written = await self.coordinator.update_isr_as_leader(p.topic, p.index, state, p.partition_epoch)
-        except (ZkNotConnectedError, ConnectionLoss, OperationTimeoutError, SessionExpiredError) as e:
-            raise IsrWriteOutcomeUnknown(repr(e)) from e
+        written = await self.coordinator.update_isr_as_leader(p.topic, p.index, state, p.partition_epoch)
         if written is None:
             log.info("%s-%d: ISR change refused, leader epoch %d is stale", p.topic, p.index, p.leader_epoch)
             return None
-        await self._announce_isr_changes([(p.topic, p.index)])
+        if self.isr_announcer is not None:
+            self.isr_announcer.changed((p.topic, p.index))
         return written
-
-    async def _announce_isr_changes(self, partitions: list[tuple[str, int]]) -> None:
-        """Tell the controller (which propagates ISRs in UpdateMetadata) with a notification
-        znode; partitions whose notification failed go with the next one (Kafka queues
-        them too), at the latest with the next ISR check."""
-        self._isr_unannounced.update(partitions)
-        batch = sorted(self._isr_unannounced)
-        if not batch:
-            return
-        try:
-            await self.coordinator.notify_isr_change(batch)
-        except Exception as e:
-            # The write itself landed: the leader uses it; only the metadata others serve lags.
-            log.warning("ISR changes of %d partition(s) not announced to the controller yet: %r",
-                        len(batch), e)
-            return
-        self._isr_unannounced.difference_update(batch)
 
     async def wait_for_leaders(self, name: str, partitions: int, timeout_s: float) -> None:
         """Cluster mode: CreateTopics answers once the controller elected every leader (or
@@ -285,8 +265,8 @@ class Broker:
             await asyncio.sleep(lag_ms / 2000.0)
             try:
                 await self.replicas.shrink_isrs(lag_ms)
-                if self._isr_unannounced:
-                    await self._announce_isr_changes([])
+                if self.isr_announcer is not None:
+                    self.isr_announcer.flush()
             except Exception:
                 log.exception("ISR shrink check failed")
 
@@ -355,6 +335,8 @@ class Broker:
         # now so their clients retry on the new leaders instead of waiting out a timeout.
         self.replicas.fail_waiters()
         self.replicas.stop_isr_changes()
+        if self.isr_announcer is not None:
+            self.isr_announcer.stop()
         for t in self._tasks:
             t.cancel()
         for s in self.servers:

@@ -47,16 +47,19 @@ class Partition:
     partition_epoch: int = 0                  # the coordinator's version of the partition state (zk_version)
     controller_epoch: int = 0
     followers: dict[int, FollowerState] = field(default_factory=dict)
-    isr_change_in_flight: bool = False
     # The ISR a conditional write is carrying, until its outcome is known: the coordinator
     # (and so the controller's next election) may already hold it, so the high watermark
-    # counts the replicas of both (Kafka's maximal ISR, KIP-497).
+    # counts the replicas of both (Kafka's maximal ISR, KIP-497). One write at a time.
     pending_isr: list[int] | None = None
     epoch_start_offset: int = 0               # log end when this broker became leader of this epoch
 
     @property
     def is_leader(self) -> bool:
         return self.leader_id == self.broker_id
+
+    @property
+    def isr_change_in_flight(self) -> bool:
+        return self.pending_isr is not None
 
     @property
     def high_watermark(self) -> int:
@@ -80,7 +83,6 @@ class Partition:
             # the znode's version on), so nothing is pending. The same epoch again (a
             # resent state) keeps a write in flight and what it may have written.
             self.pending_isr = None
-            self.isr_change_in_flight = False
         self.leader_id = self.broker_id
         self.leader_epoch = leader_epoch
         self.isr = list(isr)
@@ -101,7 +103,6 @@ class Partition:
         self.replicas = list(replicas)
         self.partition_epoch = partition_epoch
         self.pending_isr = None
-        self.isr_change_in_flight = False
         self.followers = {}
 
     # ------------------------------------------------------------------ leader side

@@ -28,12 +28,8 @@ log = logging.getLogger(__name__)
 
 # (partition, new ISR) -> (the ISR the coordinator holds at this leader epoch, its version),
 # or None when it holds another leader epoch (this broker's view is stale).
-# It raises IsrWriteOutcomeUnknown when the write may or may not have landed.
+# An exception means the write may or may not have landed.
 IsrWriter = Callable[[Partition, list[int]], Awaitable["tuple[list[int], int] | None"]]
-
-
-class IsrWriteOutcomeUnknown(Exception):
-    """The coordinator could not be reached to finish (or confirm) an ISR write."""
 
 
 class ReplicaManager:
@@ -54,8 +50,9 @@ class ReplicaManager:
         # Kafka's IsrShrinksPerSec / IsrExpandsPerSec: ISR changes this leader made.
         self.isr_shrinks = 0
         self.isr_expands = 0
-        self.isr_retry_s = 0.5          # pause before retrying an ISR write of unknown outcome
+        self.isr_retry_s = 0.5          # first pause before retrying an ISR write (doubles to 8 s)
         self._isr_tasks: set[asyncio.Future] = set()
+        self._isr_stopped = False
 
     # ------------------------------------------------------------------ lookup
     def get(self, topic: str, partition: int) -> Partition:
@@ -145,7 +142,8 @@ class ReplicaManager:
                     fut.set_result(code)
 
     def stop_isr_changes(self) -> None:
-        """The broker is stopping: ISR writes still retrying end here."""
+        """The broker is stopping: ISR writes still retrying end here, and none start."""
+        self._isr_stopped = True
         for task in list(self._isr_tasks):
             task.cancel()
 
@@ -179,44 +177,43 @@ class ReplicaManager:
                     self._start_isr_change(p, [r for r in p.isr if r not in out])
 
     def _start_isr_change(self, p: Partition, new_isr: list[int]) -> None:
-        """Mark the change in flight and pending at once (before the task first runs, so a
-        second fetch in the same pass cannot start another), then write it in a task."""
-        p.isr_change_in_flight = True
-        # Maximal: an earlier write refused as stale may still be what the coordinator holds
-        # (the controller moved the epoch on after it landed): keep counting it.
-        p.pending_isr = sorted(set(new_isr) | set(p.pending_isr or ()))
+        """Mark the write pending at once (before its task first runs, so a second fetch in
+        the same pass cannot start another), then write it in a task."""
+        if self._isr_stopped:
+            return
+        p.pending_isr = list(new_isr)
         task = asyncio.ensure_future(self._change_isr(p, new_isr, p.leader_epoch))
         self._isr_tasks.add(task)
         task.add_done_callback(self._isr_tasks.discard)
 
     async def _change_isr(self, p: Partition, new_isr: list[int], epoch: int) -> None:
         """Write `new_isr`, then apply what the coordinator holds. Until the answer is known
-        the write is pending and counts for the high watermark (Partition.pending_isr). A
-        write whose outcome is unknown (IsrWriteOutcomeUnknown: ZooKeeper unreachable) is
-        retried while this broker still leads at `epoch`, as Kafka retries AlterPartition,
-        because the controller may elect from what landed. A LeaderAndIsr with a new leader
-        epoch resets the partition's ISR state (Partition.make_leader / make_follower); a
-        write of an older epoch then only ends quietly."""
+        the write is pending and counts for the high watermark (Partition.pending_isr).
+        A failed write may have landed (a lost connection), and the controller may elect
+        from what landed, so it is retried while this broker leads at `epoch`, as Kafka
+        retries AlterPartition. A LeaderAndIsr with a new leader epoch resets the
+        partition's ISR state (Partition.make_leader / make_follower); a write of an older
+        epoch then ends quietly."""
         assert self.isr_writer is not None
-        written = None
-        while self._leads_at(p, epoch):
+        pause = self.isr_retry_s
+        while True:
+            if self._isr_stopped or not self._leads_at(p, epoch):
+                return
             try:
                 written = await self.isr_writer(p, new_isr)
                 break
-            except IsrWriteOutcomeUnknown as e:
-                log.warning("%s-%d: ISR change to %s has an unknown outcome (%s); retrying",
-                            p.topic, p.index, new_isr, e)
-            except Exception:
-                log.exception("%s-%d: ISR change to %s failed", p.topic, p.index, new_isr)
-                if self._leads_at(p, epoch):
-                    p.isr_change_in_flight = False      # still pending: a later change retries
-                return
-            await asyncio.sleep(self.isr_retry_s)
+            except Exception as e:
+                if self._isr_stopped or not self._leads_at(p, epoch):
+                    return
+                log.warning("%s-%d: ISR change to %s failed, outcome unknown (%r); retrying in %.1f s",
+                            p.topic, p.index, new_isr, e, pause)
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 8.0)
         if not self._leads_at(p, epoch):
             return
         if written is None:
             # Refused: the coordinator holds another leader epoch, so this view is stale.
-            # As Kafka, stay in flight with the maximal ISR until the controller's
+            # As Kafka, stay pending with the maximal ISR until the controller's
             # LeaderAndIsr (which is on its way) resets it: no stream of doomed writes.
             return
         isr, version = written
@@ -228,7 +225,6 @@ class ReplicaManager:
         p.isr = list(isr)
         p.partition_epoch = version
         p.pending_isr = None            # the coordinator holds exactly `isr` at our epoch
-        p.isr_change_in_flight = False
         p.maybe_advance_high_watermark()
         self._wake(p)
 

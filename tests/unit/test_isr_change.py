@@ -14,7 +14,7 @@ import asyncio
 import uuid
 
 from broker.log import LogConfig, PartitionLog
-from broker.replication.replica_manager import IsrWriteOutcomeUnknown, ReplicaManager
+from broker.replication.replica_manager import ReplicaManager
 from broker.server.purgatory import FetchPurgatory
 from clients.protocol.records import Record, build_batch
 
@@ -86,7 +86,7 @@ def test_an_isr_write_with_an_unknown_outcome_still_holds_the_high_watermark(tmp
     ZooKeeper connection): replica 2 may be in the coordinator's ISR, so it still counts,
     and the write is retried until its outcome is known."""
     async def main() -> None:
-        writer = Writer(IsrWriteOutcomeUnknown("connection to ZooKeeper lost"), ([0, 1, 2], 8))
+        writer = Writer(ConnectionError("connection to ZooKeeper lost"), ([0, 1, 2], 8))
         rm, p = _expanding(tmp_path, writer)
         writer.release.set()
         await asyncio.sleep(0)
@@ -160,7 +160,7 @@ def test_a_new_leader_epoch_forgets_a_pending_isr_write(tmp_path) -> None:
 
 def test_a_write_of_unknown_outcome_stops_retrying_once_the_partition_is_gone(tmp_path) -> None:
     async def main() -> None:
-        writer = Writer(IsrWriteOutcomeUnknown("connection to ZooKeeper lost"))
+        writer = Writer(ConnectionError("connection to ZooKeeper lost"))
         writer.release.set()
         rm, p = _expanding(tmp_path, writer)
         await asyncio.sleep(0.05)
@@ -178,7 +178,7 @@ def test_a_write_of_unknown_outcome_is_not_retried_by_a_follower(tmp_path) -> No
     """Deposed during the pause before a retry: the retry would write this broker as the
     leader of the new epoch. It must not happen."""
     async def main() -> None:
-        writer = Writer(IsrWriteOutcomeUnknown("connection to ZooKeeper lost"))
+        writer = Writer(ConnectionError("connection to ZooKeeper lost"))
         writer.release.set()
         rm, p = _leader(tmp_path, writer)
         rm.isr_retry_s = 0.05
@@ -211,5 +211,43 @@ def test_two_fetches_in_one_pass_start_one_isr_write(tmp_path) -> None:
         rm.record_follower_fetch(p, 3, 5)           # now its turn
         await asyncio.sleep(0.01)
         assert writer.writes[-1] == [0, 1, 2, 3] and p.isr == [0, 1, 2, 3]
+
+    asyncio.run(main())
+
+
+def test_the_same_epoch_resent_keeps_a_write_in_flight(tmp_path) -> None:
+    """A LeaderAndIsr at the same leader epoch with a newer partition epoch (a new
+    controller resending the state) can only show our own write: it stays pending."""
+    async def main() -> None:
+        writer = Writer(([0, 1, 2], 4))
+        rm, p = _expanding(tmp_path, writer)
+        await asyncio.sleep(0)
+        rm.apply_partition_state("t", p.topic_id, 0, leader=0, leader_epoch=1, isr=[0, 1, 2],
+                                 replicas=[0, 1, 2], partition_epoch=4, log_config=None)
+        assert p.pending_isr == [0, 1, 2] and p.isr_change_in_flight
+        rm.record_follower_fetch(p, 1, 10)
+        rm.record_follower_fetch(p, 2, 5)
+        assert p.high_watermark == 5 and writer.writes == [[0, 1, 2]]
+        writer.release.set()
+        await asyncio.sleep(0.01)
+        assert p.isr == [0, 1, 2] and p.partition_epoch == 4 and not p.isr_change_in_flight
+
+    asyncio.run(main())
+
+
+def test_a_stopping_broker_ends_its_retries_and_starts_no_write(tmp_path) -> None:
+    async def main() -> None:
+        writer = Writer(ConnectionError("connection to ZooKeeper lost"))
+        writer.release.set()
+        rm, p = _expanding(tmp_path, writer)
+        await asyncio.sleep(0.03)
+        assert len(writer.writes) >= 2 and rm._isr_tasks
+        rm.stop_isr_changes()
+        await asyncio.sleep(0)
+        n = len(writer.writes)
+        p.pending_isr = None                        # as if nothing were in flight
+        rm.record_follower_fetch(p, 2, 10)
+        await asyncio.sleep(0.05)
+        assert len(writer.writes) == n and not rm._isr_tasks
 
     asyncio.run(main())
