@@ -20,7 +20,7 @@ from clients.protocol.messages import API_BY_NAME
 
 from .config import BrokerConfig, ConfigError, TopicConfigs
 from .group.coordinator import GroupCoordinator
-from .heap import retain_freed_memory
+from .heap import freeze_startup_objects, retain_freed_memory
 from .group.offsets import OFFSETS_TOPIC
 from .log import LogConfig, LogManager
 from .metadata_cache import MetadataCache, PartitionInfo
@@ -370,6 +370,7 @@ async def run(config: BrokerConfig) -> None:
     print(f"strom broker {broker.broker_id} listening on {broker.describe_listeners()} "
           f"(advertised {broker.advertised.host}:{broker.advertised.port}), "
           f"log dirs {', '.join(config.log_dirs)}", flush=True)
+    freeze_startup_objects()
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -62,3 +62,26 @@ def test_freed_buffers_are_reused_without_new_page_faults():
 def test_an_operators_malloc_settings_win(env):
     applied, _ = _faults("retain", **env)
     assert applied == "False"
+
+
+_FREEZE_PROBE = """
+import gc, weakref
+import broker.main  # noqa: F401  (what a broker has loaded by the time it serves)
+from broker.heap import freeze_startup_objects
+class Node: pass
+a, b = Node(), Node()
+a.other, b.other = b, a          # start-up garbage: a cycle only the collector frees
+dead = weakref.ref(a)
+del a, b
+tracked = len(gc.get_objects())
+frozen = freeze_startup_objects()
+print(dead() is None, tracked, frozen, len(gc.get_objects()))
+"""
+
+
+def test_startup_objects_leave_the_collectors_generations_and_garbage_goes_first() -> None:
+    out = subprocess.run([sys.executable, "-c", _FREEZE_PROBE], cwd=REPO, check=True,
+                         capture_output=True, text=True).stdout.split()
+    garbage_freed, tracked, frozen, left = out[0] == "True", int(out[1]), int(out[2]), int(out[3])
+    assert garbage_freed
+    assert frozen > 10_000 and left < tracked // 10, (tracked, frozen, left)
