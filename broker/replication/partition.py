@@ -138,15 +138,11 @@ class Partition:
         if not self.is_leader:
             return False
         new_hw = self.log.log_end_offset
-        for r in self.isr:
+        pending = self.pending_isr
+        for r in self.isr if pending is None else (*self.isr, *pending):
             if r != self.broker_id:
                 st = self.followers.get(r)
                 new_hw = min(new_hw, st.log_end_offset if st else -1)
-        if self.pending_isr is not None:
-            for r in self.pending_isr:
-                if r != self.broker_id:
-                    st = self.followers.get(r)
-                    new_hw = min(new_hw, st.log_end_offset if st else -1)
         if new_hw > self.log.high_watermark:
             self.log.high_watermark = new_hw
             return True
