@@ -152,10 +152,10 @@ def run_system(system: str, a: argparse.Namespace, wd: Path, out: Results,
                 if filled:
                     pr["page_cache_fill"] = filled
                 cons_rate = f"{cr['records_per_s']:,.0f}" if cr["records_per_s"] else "-"
+                fetch_rate = f"{fr['records_per_s']:,.0f}" if fr else "-"
                 log(f"{system} {size}B p={parts} {comp} run {r}: produce {pr['records_per_s']:,.0f} rec/s "
                     f"{pr['mb_per_s']:.1f} MB/s ({pr['records']:,} acknowledged); consume "
-                    f"{cons_rate} rec/s; raw fetch "
-                    f"{fr['records_per_s'] if fr else 0:,.0f} rec/s (load {load:.2f})")
+                    f"{cons_rate} rec/s; raw fetch {fetch_rate} rec/s (load {load:.2f})")
                 out.run(f"{system}-{size}B-p{parts}-{comp}-run{r}",
                         {"system": system, "record_size": size, "partitions": parts,
                          "compression": comp, "acks": acks, "replication_factor": rf,
