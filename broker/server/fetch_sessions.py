@@ -182,7 +182,7 @@ class FetchSessionCache:
         if self.max_sessions <= 0:
             return None
         if len(self._sessions) >= self.max_sessions:
-            victim = next(iter(self._sessions.values()))
+            victim: FetchSession | None = next(iter(self._sessions.values()))
             if now - victim.last_used < self.eviction_s:
                 victim = None
                 if is_follower:

@@ -15,7 +15,7 @@ from broker.config import BrokerConfig
 from broker.metrics.collectors import BrokerCollector
 from broker.metrics.loop_lag import GcPauseMonitor, LoopLagMonitor
 from broker.metrics.render import families_to_dict, json_value, render_json, sample_value
-from broker.metrics.stats import (BrokerTopicStats, ControllerStats, Histogram, RequestStats,
+from broker.stats import (BrokerTopicStats, ControllerStats, Histogram, RequestStats,
                                   quantile_from_buckets)
 from clients.cli.strom_metrics import Snapshot, BrokerView, render, value
 
@@ -190,7 +190,7 @@ def fake_broker():
         topic_stats=topic_stats, request_stats=request_stats,
         replicas=SimpleNamespace(partitions={("t", 0): led, ("t", 1): followed}, isr_shrinks=2, isr_expands=1),
         controller=ctl, log_manager=SimpleNamespace(all_logs=lambda: [log]),
-        group_coordinator=SimpleNamespace(groups={"g": group},
+        groups=SimpleNamespace(groups={"g": group},
                                           store=SimpleNamespace(offsets={"g": {("t", 0): committed,
                                                                                ("gone", 0): committed}})),
         servers=[server])
