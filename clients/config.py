@@ -171,8 +171,9 @@ def resolve(kind: str, config: Mapping[str, Any] | None = None, *, source: str =
         given[kwarg_to_key(name)] = value
     out = ClientConfig()
     out.kind = kind
-    for key in keys.values():
-        out[key.name] = key.default if not isinstance(key.default, list) else list(key.default)
+    for default in keys.values():
+        out[default.name] = (default.default if not isinstance(default.default, list)
+                             else list(default.default))
     for name, value in given.items():
         if name in _IGNORED:
             continue

@@ -151,10 +151,14 @@ class Consumer:
     def commit_async(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
                      callback: Callable[[Exception | None, Mapping[TopicPartition, OffsetAndMetadata]],
                                         Any] | None = None) -> None:
+        if callback is None:
+            self._run(self._c.commit_async(offsets, None))
+            return
+
         async def in_user_thread(err: Exception | None,
                                  offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> Any:
             return await self._user.call(callback, err, offsets)
-        self._run(self._c.commit_async(offsets, in_user_thread if callback is not None else None))
+        self._run(self._c.commit_async(offsets, in_user_thread))
 
     def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, OffsetAndMetadata | None]:
         return self._run(self._c.committed(list(partitions)))

@@ -41,6 +41,13 @@ __all__ = ["Producer"]
 
 _HANDOFF_LIMIT = 10_000  # records queued for the I/O thread before send() blocks
 
+DeliveryCallback = Callable[[Exception | None, RecordMetadata | None], Any]
+# What send() hands to the I/O thread: the record's future and send() arguments, then the
+# time it started waiting; or a 1-tuple marker (flush/close waiting for what came before).
+_Handed = tuple["concurrent.futures.Future[RecordMetadata]", str, Any, Any, int | None,
+                int | None, Headers, DeliveryCallback | None, float]
+_Marker = tuple["concurrent.futures.Future[None]"]
+
 
 class Producer:
     """Kafka producer with blocking calls; see the module docstring."""
@@ -56,7 +63,7 @@ class Producer:
             raise
         self.config = self._core.config
         self._max_block = self._core.config["max.block.ms"] / 1000.0
-        self._handoff: collections.deque[tuple] = collections.deque()
+        self._handoff: collections.deque[_Handed | _Marker] = collections.deque()
         self._handoff_lock = threading.Lock()
         self._handoff_slots = threading.Semaphore(_HANDOFF_LIMIT)
         self._draining = False  # a drain task is scheduled or running
@@ -68,7 +75,7 @@ class Producer:
     def send(self, topic: str, value: Any = None, key: Any = None,
              partition: int | None = None, timestamp_ms: int | None = None,
              headers: Headers = None,
-             on_delivery: Callable[[Exception | None, RecordMetadata | None], Any] | None = None,
+             on_delivery: DeliveryCallback | None = None,
              ) -> "concurrent.futures.Future[RecordMetadata]":
         """Buffer one record; the returned future resolves with its RecordMetadata or
         fails with the delivery error."""
@@ -84,7 +91,7 @@ class Producer:
                         time.monotonic()))
         return fut
 
-    def _hand_off(self, item: tuple) -> None:
+    def _hand_off(self, item: _Handed | _Marker) -> None:
         with self._handoff_lock:
             self._handoff.append(item)
             start = not self._draining
@@ -104,17 +111,17 @@ class Producer:
                     self._draining = False
                     return
                 item = self._handoff.popleft()
-            fut = item[0]
             if len(item) == 1:
-                fut.set_result(None)
+                item[0].set_result(None)
                 continue
+            fut, topic, value, key, partition, timestamp_ms, headers, on_delivery, since = item
             self._handoff_slots.release()
             try:
-                await self._core._send(*item[:8], blocked_since=item[8])
+                await self._core._send(fut, topic, value, key, partition, timestamp_ms, headers,
+                                       on_delivery, blocked_since=since)
             except Exception as e:  # the record's own failure: report it, carry on
                 if not fut.done():
                     fut.set_exception(e)
-                on_delivery = item[7]
                 if on_delivery is not None:
                     try:
                         on_delivery(e, None)

@@ -257,8 +257,9 @@ def await_queries(spark: "SparkSession", queries: Sequence["StreamingQuery"],
         while not stop.is_set():
             if spark.streams.awaitAnyTermination(1):
                 for q in queries:
-                    if q.exception() is not None:
-                        raise q.exception()
+                    failure = q.exception()
+                    if failure is not None:
+                        raise failure
                 break
         else:
             print("stopping the queries ...", file=sys.stderr)

@@ -361,7 +361,7 @@ class AsyncConsumer:
             remaining = deadline - loop.time()
             if remaining <= 0:
                 return []
-            waiters = [loop.create_task(f.data_ready.wait())]
+            waiters: list[asyncio.Task[Any]] = [loop.create_task(f.data_ready.wait())]
             if self._join_task is not None:
                 waiters.append(loop.create_task(asyncio.wait({self._join_task})))
             elif self._subscribed and self._group is not None:

@@ -400,9 +400,9 @@ class Fetcher:
         except Exception as e:                  # a bug or a corrupt response: surface it
             log.exception("fetch from broker %s failed", node)
             for tp in sent:
-                st = self.states.get(tp)
-                if st is not None:
-                    st.error = e
+                failed = self.states.get(tp)
+                if failed is not None:
+                    failed.error = e
                     self.data_ready.set()
         finally:
             self._busy.discard(node)

@@ -156,7 +156,7 @@ def _fmt(x: float | None, spec: str) -> str:
 
 def render(cur: Snapshot, prev: Snapshot | None, bootstrap: str, top: int) -> str:
     up = [b for b in cur.brokers if b.doc is not None]
-    docs = [b.doc for b in up]
+    docs = [b.doc for b in cur.brokers if b.doc is not None]
     active = [b.broker_id for b in up if value(b.doc, "kafka_controller_kafkacontroller_activecontrollercount") == 1]
     ctl_doc = next((b.doc for b in up if b.broker_id in active), None)
     tot = lambda fam: sum(value(d, fam) for d in docs)  # noqa: E731

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, AsyncIterator, Iterator
+from typing import Any, AsyncGenerator, AsyncIterator, Iterator
 
 import pyarrow as pa
 
@@ -99,7 +99,7 @@ class _RangeReader:
                                      verify_crc=self.config["check.crcs"])
         self.timeout = self.client.request_timeout
 
-    async def batches(self, start: int, end: int) -> AsyncIterator[pa.RecordBatch]:
+    async def batches(self, start: int, end: int) -> AsyncGenerator[pa.RecordBatch, None]:
         await self.client.start()
         try:
             async for batch in self._fetch_loop(start, end):

@@ -120,7 +120,9 @@ def resolve_spec(spec: OffsetSpec, tps: list[TopicPartition], oracle: OffsetOrac
     if spec.kind == "latest":
         return oracle.latest(tps)
     if spec.kind == "timestamp":
-        return _by_timestamp({tp: spec.timestamp for tp in tps}, oracle, which, strategy)
+        stamp = spec.timestamp
+        assert stamp is not None, "an OffsetSpec of kind timestamp carries its timestamp"
+        return _by_timestamp({tp: stamp for tp in tps}, oracle, which, strategy)
     given = {TopicPartition(t, p): o for t, ps in spec.offsets.items() for p, o in ps.items()}
     if set(given) != set(tps):
         name = f"{which}Offsets" if spec.kind == "offsets" else f"{which}OffsetsByTimestamp"

@@ -13,6 +13,7 @@ from broker.config import (
     BROKER_CONFIG, BROKER_CONFIGS, LONG_MAX, TOPIC_CONFIG, TOPIC_CONFIGS, BrokerConfig,
     ConfigError, Listener, TopicConfigs, parse_properties,
 )
+from broker.config.value_types import java_double_string
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -545,11 +546,11 @@ def test_kafka_string_forms():
     assert C.to_config_string("bool", True) == "true"
     assert C.to_config_string("list", ["a", "b"]) == "a,b"
     assert C.to_config_string("long", None) is None
-    assert C._java_double(0.5) == "0.5"
-    assert C._java_double(1.0) == "1.0"
-    assert C._java_double(1.7976931348623157e308) == "1.7976931348623157E308"
-    assert C._java_double(1e7) == "1.0E7"
-    assert C._java_double(0.0001) == "1.0E-4"
+    assert java_double_string(0.5) == "0.5"
+    assert java_double_string(1.0) == "1.0"
+    assert java_double_string(1.7976931348623157e308) == "1.7976931348623157E308"
+    assert java_double_string(1e7) == "1.0E7"
+    assert java_double_string(0.0001) == "1.0E-4"
     assert str(C.Range(1)) == "[1,...]" and str(C.Range(0, 1)) == "[0,...,1]"
 
 

@@ -79,3 +79,11 @@ def test_raise_for_code() -> None:
     with pytest.raises(KafkaError) as info:
         raise_for_code(25)
     assert str(info.value) == "UNKNOWN_MEMBER_ID"
+
+
+def test_every_class_is_bound_under_its_own_name() -> None:
+    # The module lists its classes by name for type checkers; none may be missing or wrong.
+    for code, cls in BY_CODE.items():
+        if cls is not KafkaError:
+            assert getattr(errors, cls.__name__) is cls, cls.__name__
+    assert errors.TopicAlreadyExistsError.code == Code.TOPIC_ALREADY_EXISTS
