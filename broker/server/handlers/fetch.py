@@ -18,6 +18,7 @@ from clients.protocol.errors import Code, KafkaError
 
 from ...stats import BrokerTopicStats
 from ...replication.purgatory import FetchPurgatory
+from ...replication.partition import Partition
 from ...replication.replica_manager import READ_COMMITTED, ReplicaManager
 from ..dispatch import RequestContext, handles
 from ..fetch_sessions import FetchSessionCache, open_context
@@ -79,7 +80,7 @@ class _FetchPlan:
             else:
                 key = {"topic": name}
                 missing = Code.UNKNOWN_TOPIC_OR_PARTITION
-            parts = []
+            parts: list[tuple[Any, Partition | int]] = []   # a partition, or its error code
             for rp in partitions:
                 p = replicas.maybe_get(name, rp.partition) if name else None
                 if p is None:
@@ -120,7 +121,7 @@ class _FetchPlan:
         for key, parts in self.topics:
             out = []
             for rp, p in parts:
-                if p.__class__ is int:
+                if isinstance(p, int):
                     any_error = True
                     out.append(_error_entry(rp.partition, p, aborted))
                     continue
