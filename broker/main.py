@@ -43,7 +43,7 @@ from .server.dispatch import Dispatcher
 from .server.fetch_sessions import FetchSessionCache
 from .server.network import KafkaServer
 from .server.services import ApiServices
-from .stats import BrokerTopicStats, RequestStats
+from .stats import BrokerTopicStats, ControllerStats, RequestStats
 from .topic_admin import TopicAdmin
 from .topic_configs import TopicConfigResolver
 from .topic_placement import ClusterPlacement, StandalonePlacement, TopicPlacement
@@ -68,6 +68,7 @@ class Broker:
         # Hot-path counters, kept whether or not the metrics port is set (plain ints: cheap).
         self.topic_stats = BrokerTopicStats()
         self.request_stats = RequestStats()
+        self.controller_stats = ControllerStats()
         self.metrics: BrokerMetrics | None = None
         adv = config.advertised_listeners[0]
         self.advertised = BrokerInfo(self.broker_id, adv[1], adv[2], config.get("broker.rack"))
@@ -99,7 +100,7 @@ class Broker:
         self.zk_store: ZkCoordinator | None = None
         if self.cluster_mode:
             self.store = self.zk_store = ZkCoordinator.from_config(config, self.advertised)
-            self.controller = Controller(self, self.zk_store)
+            self.controller = Controller(self, self.zk_store, self.controller_stats)
             self.replicas.isr_writer = self._write_isr
             self.isr_announcer = IsrChangeAnnouncer(self.zk_store.notify_isr_change)
             placement = ClusterPlacement(self.metadata, self.store)
@@ -187,7 +188,7 @@ class Broker:
         self.metrics = BrokerMetrics(MetricSources(
             self.broker_id, self.advertised, self.cluster_mode, self.topic_stats, self.request_stats,
             self.replicas, self.fetch_sessions, self.log_manager, self.group_coordinator,
-            self.controller, self.servers), host, self.config.metrics_port)
+            self.controller, self.controller_stats, self.servers), host, self.config.metrics_port)
         await self.metrics.start()
 
     async def stop(self) -> None:

@@ -38,7 +38,8 @@ from ..replication.replica_manager import ReplicaManager
 from ..server.fetch_sessions import FetchSessionCache
 from ..server.network import KafkaServer
 from .loop_lag import GcPauseMonitor, LoopLagMonitor
-from ..stats import ERROR_NAMES, QUANTILES, TOPIC_METRICS, BrokerTopicStats, Histogram, RequestStats
+from ..stats import (ERROR_NAMES, QUANTILES, TOPIC_METRICS, BrokerTopicStats, ControllerStats, Histogram,
+                     RequestStats)
 
 if TYPE_CHECKING:
     from zkcoord.controller import Controller
@@ -88,6 +89,7 @@ class MetricSources:
     log_manager: LogManager
     groups: GroupCoordinator
     controller: Controller | None
+    controller_stats: ControllerStats
     servers: list[KafkaServer]          # filled as the listeners start
 
 
@@ -220,7 +222,7 @@ class BrokerCollector(Collector):
             offline = ctl.offline_partition_count() if active else 0
             n_topics = len(ctl.assignments) if active else 0
             n_parts = len(ctl.states) if active else 0
-            stats = ctl.stats
+            stats = self.sources.controller_stats
         yield gauge(pre + "activecontrollercount", "1 on the active controller, else 0.", active)
         yield gauge(pre + "offlinepartitionscount",
                     "Partitions without a live leader (reported by the active controller).", offline)
