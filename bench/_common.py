@@ -2,8 +2,14 @@
 strom cluster on a real ZooKeeper, librdkafka's mock cluster), confluent-kafka produce and
 consume loops, the raw loopback/sendfile ceilings, and table/JSON output.
 
-Benchmarks, not tests: every figure is the best of `repeats` runs with the spread
-(max-min)/best next to it, because the machine (2 cores, shared) is noisy.
+Benchmarks, not tests: every figure in a script's table is the median of `--repeats` runs
+(3 by default) with the spread (max-min)/median next to it, because the machine (2 cores,
+shared) is noisy; every run is written to a results file of its own (`Results`).
+
+What a run counts is decided by pure functions and small classes (`DeliveryCounter`,
+`RateClock`, `median_of_runs`, `median_run`) that tests/unit/test_bench_counting.py checks
+without a broker: a produce run counts only the records the brokers acknowledged, and a run
+with any delivery error fails (`BenchFailure`: the script prints it and exits non-zero).
 """
 from __future__ import annotations
 
@@ -17,6 +23,7 @@ import sys
 import tempfile
 import threading
 import time
+import zlib
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -27,6 +34,8 @@ if str(REPO) not in sys.path:
 
 CHUNK = 2000      # records per produce_batch call
 MB = 1_000_000      # MB/s as Kafka's perf tools print it (10^6 bytes)
+RESULTS = REPO / "bench" / "results"
+MIN_RUNS = 3        # a figure that claims a target rests on the median of at least this many
 
 
 # ---- machine -----------------------------------------------------------------------------
@@ -86,11 +95,176 @@ def best_and_spread(values: list[float], higher_is_better: bool = True) -> dict[
     return {"best": best, "spread": spread, "median": statistics.median(vals), "runs": vals}
 
 
+def median_of_runs(values: list[float | None]) -> dict[str, Any]:
+    """The figure a table shows for a cell: the median of its runs (None runs are ignored),
+    with n, min, max and the spread (max-min)/median. `enough` says whether there were at
+    least MIN_RUNS runs, the least a figure that claims a target may rest on."""
+    vals = [v for v in values if v is not None]
+    if not vals:
+        return {"median": None, "n": 0, "min": None, "max": None, "spread": None, "runs": [],
+                "enough": False}
+    med = statistics.median(vals)
+    return {"median": med, "n": len(vals), "min": min(vals), "max": max(vals),
+            "spread": (max(vals) - min(vals)) / med if med else 0.0, "runs": vals,
+            "enough": len(vals) >= MIN_RUNS}
+
+
+def median_run(runs: list[dict[str, Any]], key: str) -> dict[str, Any] | None:
+    """The run whose `key` is the median of the runs' (the lower of the two middle runs when
+    their number is even), so that every figure printed from it comes from one run: taking
+    the best p50 of one run and the best p99 of another would mix runs."""
+    ranked = sorted((r for r in runs if r.get(key) is not None), key=lambda r: r[key])
+    if not ranked:
+        return None
+    return ranked[(len(ranked) - 1) // 2]
+
+
+def runs_note(n: int) -> str:
+    """What a table's figures rest on, in its heading."""
+    if n >= MIN_RUNS:
+        return f"median of {n} runs"
+    return (f"median of {n} run{'s' if n != 1 else ''} (FEWER THAN {MIN_RUNS}: a smoke test, "
+            f"no figure to claim a target with)")
+
+
 def percentile(sorted_vals: list[float], q: float) -> float:
     if not sorted_vals:
         return float("nan")
     k = min(len(sorted_vals) - 1, max(0, int(round(q / 100.0 * len(sorted_vals) + 0.5)) - 1))
     return sorted_vals[k]
+
+
+# ---- counting ------------------------------------------------------------------------------
+
+class BenchFailure(RuntimeError):
+    """A run whose figures cannot be trusted: delivery errors, records never acknowledged,
+    records lost on the way. `run_main` prints it and exits with status 1."""
+
+
+class DeliveryCounter:
+    """librdkafka's delivery reports of one producer, the only source of the count of
+    records the brokers acknowledged.
+
+    every=False (the throughput scripts' default): the producer is configured with
+    `delivery.report.only.error=true` (`config()`), so only failed records come back, and
+    once flush() has returned 0 every queued record has had its final report:
+    acknowledged = queued - failed. every=True: every record is reported and counted as it
+    comes (a Python call per record, about 0.4 us on this machine: 28 % of a 100 B run
+    against the in-process mock), for checking the first mode.
+
+    Pass the instance as `on_delivery` to every produce/produce_batch call of the records
+    it counts; `settle()` then gives the count or raises BenchFailure."""
+
+    def __init__(self, every: bool = False):
+        self.every = every
+        self.acked = 0
+        self.failed = 0
+        self.errors: dict[str, int] = {}
+
+    def config(self) -> dict[str, Any]:
+        return {"delivery.report.only.error": not self.every}
+
+    def __call__(self, err: Any, msg: Any = None) -> None:
+        if err is None:
+            self.acked += 1
+        else:
+            self.failed += 1
+            key = str(err)
+            self.errors[key] = self.errors.get(key, 0) + 1
+
+    def settle(self, queued: int, unflushed: int, what: str = "produce run") -> int:
+        """The records acknowledged of `queued` ones, `unflushed` of which were still waiting
+        when flush() returned; raises BenchFailure when any failed or was not acknowledged."""
+        problems = []
+        if self.failed:
+            errs = "; ".join(f"{n} x {e}" for e, n in sorted(self.errors.items(),
+                                                             key=lambda kv: -kv[1]))
+            problems.append(f"{self.failed} of {queued} records failed delivery ({errs})")
+        if unflushed:
+            problems.append(f"{unflushed} of {queued} records still unacknowledged after flush()")
+        if self.every and not problems and self.acked != queued:
+            problems.append(f"{queued} records queued but {self.acked} acknowledged")
+        if problems:
+            raise BenchFailure(f"{what}: " + "; ".join(problems))
+        return self.acked if self.every else queued - self.failed
+
+
+class RateClock:
+    """Records per second of a stream of received batches. The clock starts when the first
+    batch is in (nothing earlier can start it: the consumer cannot tell when the broker began
+    sending), so that batch's records are not counted in the rate; they count in `total`.
+    Every later batch counts, up to the time the last one arrived."""
+
+    def __init__(self) -> None:
+        self.t0: float | None = None
+        self.t_last: float | None = None
+        self.first = 0
+        self.timed = 0
+        self.total = 0
+
+    def add(self, n: int, now: float) -> None:
+        if n <= 0:
+            return
+        self.total += n
+        if self.t0 is None:
+            self.t0 = self.t_last = now
+            self.first = n
+        else:
+            self.timed += n
+            self.t_last = now
+
+    @property
+    def seconds(self) -> float:
+        return (self.t_last - self.t0) if self.t0 is not None and self.t_last is not None else 0.0
+
+    @property
+    def rate(self) -> float | None:
+        """Records per second after the first batch; None when only one batch came."""
+        return self.timed / self.seconds if self.seconds > 0 else None
+
+
+def round_robin_keys(partitions: int) -> list[bytes]:
+    """Short keys, one per partition: librdkafka's `consistent` partitioner (CRC-32 of the key
+    modulo the partition count) puts a record with key i on partition i. confluent-kafka's
+    produce_batch ignores a per-record "partition" (2.16.1: every record goes where the
+    call's `partition` or the partitioner puts it), so a key is how one produce_batch call
+    spreads its records over the partitions, in C."""
+    keys: list[bytes | None] = [None] * partitions
+    found, n = 0, 0
+    while found < partitions:
+        k = b"%x" % n
+        i = zlib.crc32(k) % partitions
+        if keys[i] is None:
+            keys[i] = k
+            found += 1
+        n += 1
+    return keys  # type: ignore[return-value]
+
+
+def chunk_length(partitions: int, max_records: int, spread: str) -> int:
+    """Records per produce_batch call: CHUNK; with the records spread one by one, a multiple
+    of the partition count (at least one record each), so that every call starts again at
+    partition 0 where the last one stopped."""
+    n = CHUNK
+    if spread == "record":
+        n = max(partitions, CHUNK - CHUNK % partitions)
+    return max(1, min(n, max_records))
+
+
+def partition_sequence(partitions: int, records: int, max_records: int, spread: str) -> list[int]:
+    """The partition of each of the first `records` records of a produce run (what
+    produce_run asks librdkafka for): per record round-robin with spread="record", one
+    CHUNK-record call after the other with spread="chunk"."""
+    n = chunk_length(partitions, max_records, spread)
+    out = []
+    call = 0
+    while len(out) < records:
+        if spread == "record":
+            out.extend(i % partitions for i in range(n))
+        else:
+            out.extend([call % partitions] * n)
+        call += 1
+    return out[:records]
 
 
 # ---- output --------------------------------------------------------------------------------
@@ -134,6 +308,72 @@ def write_json(path: str | None, payload: dict[str, Any]) -> None:
 
 def log(msg: str) -> None:
     print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def add_results_args(ap: Any) -> None:
+    """--results-dir / --label / --no-results, for every script that writes per-run files."""
+    ap.add_argument("--results-dir", default=str(RESULTS),
+                    help="each run goes to DIR/<benchmark>-<date>-<time>[-<label>]/<run>.json, "
+                         "the medians to summary.json there (default bench/results)")
+    ap.add_argument("--label", default="",
+                    help="added to the run directory's name, e.g. before / after")
+    ap.add_argument("--no-results", action="store_true", help="write no results files")
+
+
+class Results:
+    """The results files of one invocation: one JSON file per run (every figure of that run,
+    the load average, the broker CPU seconds) and summary.json with the table's medians, in
+    a directory of their own under --results-dir. A figure in docs/PERFORMANCE.md names its
+    directory."""
+
+    def __init__(self, benchmark: str, a: Any, info: dict[str, Any]):
+        self.benchmark = benchmark
+        self.args = {k: v for k, v in vars(a).items()}
+        self.info = info
+        self.dir: Path | None = None
+        if not getattr(a, "no_results", False):
+            name = f"{benchmark}-{time.strftime('%Y%m%d-%H%M%S')}"
+            if getattr(a, "label", ""):
+                name += f"-{a.label}"
+            self.dir = Path(a.results_dir) / name
+            self.dir.mkdir(parents=True, exist_ok=False)
+            log(f"results: {self.dir}/")
+        self.files: list[str] = []
+
+    def run(self, name: str, payload: dict[str, Any]) -> str | None:
+        """Write one run (as soon as it is done: a later failure does not lose it)."""
+        if self.dir is None:
+            return None
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+        path = self.dir / f"{safe}.json"
+        with open(path, "w") as f:
+            json.dump({"benchmark": self.benchmark, "run": name,
+                       "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "args": self.args,
+                       "machine": self.info, **payload}, f, indent=2, default=str)
+        self.files.append(path.name)
+        return str(path)
+
+    def summary(self, payload: dict[str, Any]) -> str | None:
+        if self.dir is None:
+            return None
+        path = self.dir / "summary.json"
+        with open(path, "w") as f:
+            json.dump({"benchmark": self.benchmark, "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                       "args": self.args, "machine": self.info, "run_files": self.files,
+                       **payload}, f, indent=2, default=str)
+        print(f"wrote {path} (and {len(self.files)} run files)")
+        return str(path)
+
+
+def run_main(main: Callable[[], int]) -> None:
+    """A script's entry point: a BenchFailure (delivery errors, unacknowledged or lost
+    records) is printed as FAILED with its reason and the exit status is 1."""
+    try:
+        code = main()
+    except BenchFailure as e:
+        print(f"FAILED: {e}", file=sys.stderr, flush=True)
+        sys.exit(1)
+    sys.exit(code)
 
 
 # ---- systems under test ----------------------------------------------------------------------
@@ -306,29 +546,44 @@ def make_values(record_size: int, compression: str) -> list[bytes]:
 
 
 def produce_run(bootstrap: str, topic: str, partitions: int, record_size: int, compression: str,
-                acks: str, seconds: float, max_records: int, pids: list[int]) -> dict[str, Any]:
-    """Produce as fast as confluent-kafka can for `seconds` (or `max_records`), then flush.
-    Records are spread round-robin over the partitions (explicit partition numbers)."""
+                acks: str, seconds: float, max_records: int, pids: list[int],
+                spread: str = "chunk", every_report: bool = False) -> dict[str, Any]:
+    """Produce as fast as confluent-kafka can for `seconds` (or `max_records`), then flush;
+    the clock stops when flush() returns. `records` is what the brokers acknowledged
+    (DeliveryCounter); a delivery error, or a record still unacknowledged after flush(),
+    raises BenchFailure.
+
+    spread="chunk": each produce_batch call (CHUNK records) goes to one partition, the next
+    call to the next partition. spread="record": the records of every call go round-robin
+    over all the partitions, one by one (a key per partition, `round_robin_keys`: a few bytes
+    more per record, not counted in MB/s), so that every partition is active at once even
+    when the partitions times CHUNK records would not fit the client's queue."""
     from confluent_kafka import Producer
-    p = Producer(producer_config(bootstrap, acks, compression))
+    if spread not in ("chunk", "record"):
+        raise ValueError(f"spread must be chunk or record, not {spread!r}")
+    warm = DeliveryCounter(every_report)
+    counter = DeliveryCounter(every_report)
+    extra: dict[str, Any] = dict(counter.config())
+    if spread == "record":
+        extra["partitioner"] = "consistent"
+    p = Producer(producer_config(bootstrap, acks, compression, **extra))
     values = make_values(record_size, compression)
     nv = len(values)
-    errors = [0]
-
-    def on_delivery(err, msg):      # only set on failures path below (per-message cb is costly)
-        if err is not None:
-            errors[0] += 1
 
     # Warm up: connections and metadata before the clock starts.
     for part in range(partitions):
-        p.produce(topic, values[0], partition=part, on_delivery=on_delivery)
-    p.flush(30)
+        p.produce(topic, values[0], partition=part, on_delivery=warm)
+    warm.settle(partitions, p.flush(30), "warm-up")
     cpu0 = {pid: cpu_seconds_of(pid) for pid in pids}
     sent = 0
-    # produce_batch: one Python call queues CHUNK records (librdkafka copies each value), so
-    # the driver's own per-record Python cost does not hide the broker's.
-    chunk_len = max(1, min(CHUNK, max_records))
-    template = [{"value": values[i % nv]} for i in range(chunk_len)]
+    # produce_batch: one Python call queues a chunk of records (librdkafka copies each value),
+    # so the driver's own per-record Python cost does not hide the broker's.
+    chunk_len = chunk_length(partitions, max_records, spread)
+    if spread == "record":
+        keys = round_robin_keys(partitions)
+        template = [{"value": values[i % nv], "key": keys[i % partitions]} for i in range(chunk_len)]
+    else:
+        template = [{"value": values[i % nv]} for i in range(chunk_len)]
     chunk = [dict(m) for m in template]
     produce_batch = p.produce_batch
     poll = p.poll
@@ -338,9 +593,19 @@ def produce_run(bootstrap: str, topic: str, partitions: int, record_size: int, c
     full = 0
     spin = os.environ.get("BENCH_SPIN") == "1"
     while sent < max_records and time.perf_counter() < deadline:
-        n = produce_batch(topic, chunk, partition=part)
+        if spread == "record":
+            n = produce_batch(topic, chunk, on_delivery=counter)
+        else:
+            n = produce_batch(topic, chunk, partition=part, on_delivery=counter)
+            part += 1
+            if part == partitions:
+                part = 0
         sent += n
-        if n < len(chunk):          # queue full: the rest carry '_error'; wait, use fresh dicts
+        if n < len(chunk):
+            # Queue full: the rest carry '_error' and were not queued (not counted: `sent` is
+            # what produce_batch queued); wait, and go on with fresh dicts. With spread=record
+            # the next call starts at partition 0 again: a partition or two get a few records
+            # less now and then, not a partition left out.
             full += 1
             chunk = [dict(m) for m in template]
             if spin:
@@ -353,23 +618,43 @@ def produce_run(bootstrap: str, topic: str, partitions: int, record_size: int, c
                     poll(0.005)
         else:
             poll(0)
-        part += 1
-        if part == partitions:
-            part = 0
     left = p.flush(120)
     elapsed = time.perf_counter() - t0
     cpu = {pid: cpu_seconds_of(pid) - cpu0[pid] for pid in pids}
-    if left:
-        raise RuntimeError(f"{left} records still unacknowledged after flush")
-    return {"records": sent, "seconds": elapsed, "records_per_s": sent / elapsed,
-            "mb_per_s": sent * record_size / elapsed / MB, "errors": errors[0], "queue_full": full,
-            "server_cpu_s": sum(cpu.values())}
+    acked = counter.settle(sent, left, f"produce to {topic}")
+    return {"records": acked, "queued": sent, "seconds": elapsed,
+            "records_per_s": acked / elapsed, "mb_per_s": acked * record_size / elapsed / MB,
+            "delivery_errors": counter.failed, "unacknowledged": left,
+            "delivery_reports": "every record" if every_report else "errors only",
+            "spread": spread, "queue_full": full, "server_cpu_s": sum(cpu.values())}
+
+
+def end_offsets(bootstrap: str, topic: str, partitions: int) -> list[int]:
+    """Every partition's end offset (one ListOffsets through confluent-kafka's AdminClient)."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    fs = admin.list_offsets({TopicPartition(topic, i): OffsetSpec.latest() for i in range(partitions)},
+                            request_timeout=30)
+    ends = [0] * partitions
+    for tp, f in fs.items():
+        ends[tp.partition] = f.result().offset
+    return ends
+
+
+def spread_check(before: list[int], after: list[int]) -> dict[str, Any]:
+    """What a produce run put on each partition (end offsets after minus before): how many
+    partitions got records, and the least and most any got."""
+    got = [b - a for a, b in zip(before, after)]
+    return {"partitions_written": sum(1 for g in got if g > 0), "partitions": len(got),
+            "min_records": min(got) if got else 0, "max_records": max(got) if got else 0}
 
 
 def consume_run(bootstrap: str, topic: str, partitions: int, expected: int | None, record_size: int,
                 pids: list[int], timeout: float = 120.0) -> dict[str, Any]:
     """Read `expected` records from the start of every partition with confluent-kafka
-    (assign, no group management), timing from the first record to the last.
+    (assign, no group management). The rate is RateClock's: the clock starts when the first
+    batch is in, and the records counted are those received after it, up to the last.
 
     `expected=None`: everything between the partitions' watermarks (the mock cluster keeps
     only the last ~5 MB / 100,000 records of each partition, so its consume ceiling reads
@@ -384,31 +669,33 @@ def consume_run(bootstrap: str, topic: str, partitions: int, expected: int | Non
         marks = [c.get_watermark_offsets(TopicPartition(topic, i), timeout=10) for i in range(partitions)]
         expected = sum(hi - lo for lo, hi in marks)
     c.assign([TopicPartition(topic, i, OFFSET_BEGINNING) for i in range(partitions)])
-    got = 0
-    t0 = None
-    cpu0 = {pid: cpu_seconds_of(pid) for pid in pids}
+    clock = RateClock()
+    cpu0: dict[int, float] | None = None
     deadline = time.monotonic() + timeout
     consume = c.consume
-    while got < expected and time.monotonic() < deadline:
+    now = time.perf_counter
+    while clock.total < expected and time.monotonic() < deadline:
         msgs = consume(num_messages=100_000, timeout=1.0)
         if not msgs:
             continue
-        if t0 is None:
-            t0 = time.perf_counter()
-            cpu0 = {pid: cpu_seconds_of(pid) for pid in pids}
+        t = now()
         # Errors (none expected: partition EOF events are off) are rare; check the list
         # only when its last entry is one, to keep the per-record Python cost out.
         if msgs[-1].error() is None and msgs[0].error() is None:
-            got += len(msgs)
+            n = len(msgs)
         else:
-            got += sum(1 for m in msgs if m.error() is None)
-    elapsed = time.perf_counter() - (t0 or time.perf_counter())
-    cpu = {pid: cpu_seconds_of(pid) - cpu0[pid] for pid in pids}
+            n = sum(1 for m in msgs if m.error() is None)
+        clock.add(n, t)
+        if cpu0 is None and clock.t0 is not None:
+            cpu0 = {pid: cpu_seconds_of(pid) for pid in pids}
+    cpu = {pid: cpu_seconds_of(pid) - (cpu0 or {}).get(pid, 0.0) for pid in pids} if cpu0 else {}
     c.close()
-    if got < expected:
-        raise RuntimeError(f"consumed {got} of {expected} records in {timeout}s")
-    return {"records": got, "seconds": elapsed, "records_per_s": got / elapsed if elapsed else 0.0,
-            "mb_per_s": got * record_size / elapsed / MB if elapsed else 0.0,
+    if clock.total < expected:
+        raise BenchFailure(f"consumed {clock.total} of {expected} records of {topic} in {timeout}s")
+    rate = clock.rate
+    return {"records": clock.total, "timed_records": clock.timed, "first_batch": clock.first,
+            "seconds": clock.seconds, "records_per_s": rate,
+            "mb_per_s": rate * record_size / MB if rate is not None else None,
             "server_cpu_s": sum(cpu.values())}
 
 
@@ -718,6 +1005,6 @@ def raw_fetch_run(bootstrap: str, topic: str, partitions: int, expected: int | N
     cpu = {pid: cpu_seconds_of(pid) - cpu0[pid] for pid in pids}
     sock.close()
     if got < expected:
-        raise RuntimeError(f"raw fetch read {got} of {expected} records in {timeout}s")
+        raise BenchFailure(f"raw fetch read {got} of {expected} records in {timeout}s")
     return {"records": got, "seconds": elapsed, "records_per_s": got / elapsed,
             "mb_per_s": got * record_size / elapsed / MB, "server_cpu_s": sum(cpu.values())}

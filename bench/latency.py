@@ -2,15 +2,28 @@
 confluent-kafka against a 3-broker strom cluster (replication factor 3, acks=all) and, in
 the same run, librdkafka's 3-broker mock cluster as the ceiling.
 
-    .venv/bin/python bench/latency.py                       # 50 MB/s of 1 KiB, 15 s, 2 repeats
-    .venv/bin/python bench/latency.py --quick               # 1 repeat, 6 s
-    .venv/bin/python bench/latency.py --rate-mb 50 --seconds 20 --systems strom-3 --json lat.json
+    .venv/bin/python bench/latency.py                       # 50 MB/s of 1 KiB, 15 s, 3 repeats
+    .venv/bin/python bench/latency.py --quick               # 1 repeat, 6 s (a smoke test)
+    .venv/bin/python bench/latency.py --rate-mb 50 --seconds 20 --systems strom-3 --label after
     .venv/bin/python bench/latency.py --page-cache full     # as on a host that has run a while
 
 Each record carries its send time (perf_counter_ns, CLOCK_MONOTONIC: one clock for every
-process on the host) in its first 8 bytes; the consumer runs in a spawned process of its own
-and polls record by record. The first --warmup seconds are not counted. The producer and the
-consumer need CPU on time: on a busy 2-core machine the figures measure the starvation (see
+process on the host) in its first 8 bytes and a sequence number in the next 8; the consumer
+runs in a spawned process of its own and polls record by record. The first --warmup seconds
+are not counted. Records have no key and no partition: librdkafka's default partitioner puts
+them on a random partition and sticks to it for sticky.partitioning.linger.ms (10 ms), as
+for any keyless record (confluent-kafka's produce_batch ignores a per-record partition).
+
+Every record of the measured window is accounted for: the producer counts what the brokers
+acknowledged (queued minus delivery failures, once flush() has returned 0), the consumer
+counts the distinct sequence numbers it received, and a run whose acknowledged records did
+not all arrive within --drain seconds after flush() reports them as lost; a run with lost
+records, delivery errors or records flush() left unacknowledged makes the script exit 1.
+
+The table shows, per system, the run with the median p99 of --repeats runs (every figure of
+a row comes from that one run). Every run is written to
+bench/results/latency-<date>-<time>[-<label>]/ as it finishes. The producer and the consumer
+need CPU on time: on a busy 2-core machine the figures measure the starvation (see
 docs/PERFORMANCE.md).
 """
 from __future__ import annotations
@@ -23,11 +36,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._common import (MB, MockCluster, PageCacheFill, StromCluster,  # noqa: E402
-                           best_and_spread, loadavg, log, machine, percentile, print_table,
+from bench._common import (MB, DeliveryCounter, MockCluster, PageCacheFill, Results,  # noqa: E402
+                           StromCluster, add_results_args, loadavg, log, machine, median_of_runs,
+                           median_run, percentile, print_table, run_main, runs_note,
                            use_broker_repo, workdir, write_json)
 
-_TS = struct.Struct(">q")
+_STAMP = struct.Struct(">qq")     # send time (perf_counter_ns), sequence number
 FETCH_WAIT_MS = 5     # the mock cluster answers a fetch only after this (no long-poll wake-up)
 
 
@@ -37,49 +51,106 @@ def set_fetch_wait(ms: int) -> None:
 
 
 def _consume(bootstrap: str, topic: str, partitions: int, fetch_wait_ms: int, start_ns,
-             stop, ready, out) -> None:
+             expected, stop, ready, done, out) -> None:
     """The consumer, in a process of its own (spawned): in a thread of the producing process
-    it competed for the GIL with the producer's loop and fell seconds behind."""
+    it competed for the GIL with the producer's loop and fell seconds behind. Counts the
+    records sent at or after start_ns, once each (by sequence number), until it has
+    `expected` of them (set when the producer's flush() has returned) or `stop` is set."""
     from confluent_kafka import Consumer, TopicPartition
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"lat-{time.time_ns()}",
                   "enable.auto.commit": False, "auto.offset.reset": "latest",
                   "fetch.wait.max.ms": fetch_wait_ms, "fetch.min.bytes": 1, "log_level": 3})
     c.assign([TopicPartition(topic, i, -1) for i in range(partitions)])   # OFFSET_END
     lat: list[float] = []
+    seen: set[int] = set()
+    duplicates = 0
     # poll(), not consume(n, timeout): consume() returns only when n records are there or
     # the timeout passes, which would add up to the timeout to every latency.
     now = time.perf_counter_ns      # CLOCK_MONOTONIC: the same clock in both processes
     poll = c.poll
+    unpack = _STAMP.unpack_from
     poll(1.0)
     ready.set()
     while not stop.is_set():
         m = poll(0.05)
-        if m is None or m.error() is not None:
-            continue
-        t = now()
-        sent = _TS.unpack_from(m.value())[0]
-        if sent >= start_ns.value:
-            lat.append((t - sent) / 1e6)
+        if m is not None and m.error() is None:
+            t = now()
+            sent, seq = unpack(m.value())
+            if sent >= start_ns.value:
+                if seq in seen:
+                    duplicates += 1
+                else:
+                    seen.add(seq)
+                    lat.append((t - sent) / 1e6)
+        want = expected.value
+        if 0 <= want <= len(lat):
+            break
     c.close()
     lat.sort()
-    out.put({"records": len(lat), "p50_ms": percentile(lat, 50), "p99_ms": percentile(lat, 99),
-             "p999_ms": percentile(lat, 99.9), "max_ms": lat[-1] if lat else None})
+    out.put({"received": len(lat), "duplicates": duplicates, "p50_ms": percentile(lat, 50),
+             "p99_ms": percentile(lat, 99), "p999_ms": percentile(lat, 99.9),
+             "max_ms": lat[-1] if lat else None})
+    done.set()
+
+
+class _WindowFailures(DeliveryCounter):
+    """Delivery failures (only failures are reported), and how many of them were records of
+    the measured window (sequence number >= first_seq)."""
+
+    def __init__(self) -> None:
+        super().__init__(every=False)
+        self.first_seq = 2 ** 62
+        self.failed_in_window = 0
+
+    def __call__(self, err, msg=None) -> None:
+        super().__call__(err, msg)
+        if err is not None and msg is not None and msg.value() is not None:
+            if _STAMP.unpack_from(msg.value())[1] >= self.first_seq:
+                self.failed_in_window += 1
+
+
+def window_accounting(created_in_window: int, unqueued_in_window: int, failed_in_window: int,
+                      unflushed: int, received: int, duplicates: int = 0) -> dict:
+    """What happened to the records of the measured window: queued = created - never queued
+    (still waiting for room when the run ended); acknowledged = queued - delivery failures
+    (exact once flush() has returned 0, i.e. unflushed == 0); lost = acknowledged records
+    the consumer did not receive. `problems` lists what makes the run untrustworthy."""
+    queued = created_in_window - unqueued_in_window
+    acked = queued - failed_in_window
+    lost = max(0, acked - received)
+    problems = []
+    if failed_in_window:
+        problems.append(f"{failed_in_window} delivery error(s)")
+    if unflushed:
+        problems.append(f"{unflushed} record(s) unacknowledged after flush()")
+    if lost:
+        problems.append(f"{lost} of {acked} acknowledged records never arrived (LOST)")
+    if received > acked:
+        problems.append(f"{received - acked} more records received than acknowledged")
+    return {"queued": queued, "acknowledged": acked, "received": received, "lost": lost,
+            "duplicates": duplicates, "delivery_errors": failed_in_window,
+            "unacknowledged": unflushed, "problems": problems}
 
 
 def run_once(bootstrap: str, topic: str, partitions: int, size: int, rate_mb: float,
-             seconds: float, warmup: float) -> dict:
+             seconds: float, warmup: float, drain: float = 10.0) -> dict:
     import multiprocessing as mp
 
     from confluent_kafka import Producer
+    if size < _STAMP.size:
+        raise SystemExit(f"--record-size must be at least {_STAMP.size} (send time and sequence)")
     rate = rate_mb * MB / size     # records per second
     ctx = mp.get_context("spawn")   # no fork of a process running librdkafka threads
     start_ns = ctx.Value("q", 2 ** 62)
-    stop, ready, out = ctx.Event(), ctx.Event(), ctx.Queue()
+    expected = ctx.Value("q", -1, lock=False)
+    stop, ready, done, out = ctx.Event(), ctx.Event(), ctx.Event(), ctx.Queue()
     proc = ctx.Process(target=_consume, args=(bootstrap, topic, partitions, FETCH_WAIT_MS,
-                                              start_ns, stop, ready, out), daemon=True)
+                                              start_ns, expected, stop, ready, done, out),
+                       daemon=True)
     proc.start()
     ready.wait(60)
     time.sleep(1.0)     # let the assignment resolve its offsets
+    failures = _WindowFailures()
     # At most 5 requests in flight per connection, as Java's producer (librdkafka's own
     # default is 1,000,000: one request per linger.ms whatever the broker's pace, a queue
     # without bound on any broker slower than that, the mock included). Not idempotent:
@@ -90,15 +161,17 @@ def run_once(bootstrap: str, topic: str, partitions: int, size: int, rate_mb: fl
                   "batch.size": 1_000_000, "enable.idempotence": False,
                   "max.in.flight.requests.per.connection": 5, "log_level": 3,
                   "queue.buffering.max.kbytes": 1_048_576,
-                  "queue.buffering.max.messages": 1_000_000})
-    pad = b"x" * (size - 8)
+                  "queue.buffering.max.messages": 1_000_000, **failures.config()})
+    pad = b"x" * (size - _STAMP.size)
+    pack = _STAMP.pack
     produce_batch = p.produce_batch
     now = time.perf_counter_ns
     t0 = now()
-    start_ns.value = t0 + int(warmup * 1e9)
+    start = t0 + int(warmup * 1e9)
+    start_ns.value = start
     end = t0 + int((warmup + seconds) * 1e9)
     sent = 0
-    part = 0
+    seq = 0
     # Every 0.5 ms, the records due by now, each stamped as it is made, in one produce_batch
     # call (one Python call per record cost this process 50 % more CPU).
     due_records: list[dict] = []
@@ -108,10 +181,13 @@ def run_once(bootstrap: str, topic: str, partitions: int, size: int, rate_mb: fl
             break
         due = int((t - t0) / 1e9 * rate)
         while sent + len(due_records) < due:
-            due_records.append({"value": _TS.pack(now()) + pad, "partition": part})
-            part = (part + 1) % partitions
+            stamp = now()
+            if stamp >= start and failures.first_seq > seq:
+                failures.first_seq = seq      # the first record of the measured window
+            due_records.append({"value": pack(stamp, seq) + pad})
+            seq += 1
         if due_records:
-            queued = produce_batch(topic, due_records)
+            queued = produce_batch(topic, due_records, on_delivery=failures)
             sent += queued
             # A full queue (the cluster is not keeping up): the rest keep their stamps and
             # go with the next call, so their wait counts in their latency.
@@ -119,13 +195,21 @@ def run_once(bootstrap: str, topic: str, partitions: int, size: int, rate_mb: fl
                 if queued < len(due_records) else []
         p.poll(0)
         time.sleep(0.0005)
-    p.flush(30)
+    unflushed = p.flush(30)
     achieved = sent * size / ((now() - t0) / 1e9) / MB
-    time.sleep(1.0)
+    first = failures.first_seq
+    created_in_window = max(0, seq - first)
+    unqueued_in_window = sum(1 for m in due_records if _STAMP.unpack_from(m["value"])[1] >= first)
+    acked_in_window = created_in_window - unqueued_in_window - failures.failed_in_window
+    expected.value = acked_in_window     # the consumer stops once it has them all
+    done.wait(drain)
     stop.set()
     res = out.get(timeout=60)
     proc.join(10)
-    return {"achieved_mb_s": achieved, **res}
+    acct = window_accounting(created_in_window, unqueued_in_window, failures.failed_in_window,
+                             unflushed, res["received"], res["duplicates"])
+    return {"achieved_mb_s": achieved, "records": res["received"], **acct,
+            **{k: res[k] for k in ("p50_ms", "p99_ms", "p999_ms", "max_ms")}}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -136,22 +220,28 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--partitions", type=int, default=16)
     ap.add_argument("--seconds", type=float, default=15.0)
     ap.add_argument("--warmup", type=float, default=3.0)
-    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--drain", type=float, default=10.0,
+                    help="seconds after flush() for the last acknowledged records to arrive; "
+                         "those that do not are reported lost")
     ap.add_argument("--fetch-wait-ms", type=int, default=FETCH_WAIT_MS,
                     help="consumer fetch.wait.max.ms (librdkafka's mock answers only after it)")
-    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="1 repeat of 6 s (a smoke test)")
     ap.add_argument("--broker-repo", metavar="DIR", help="run strom from this checkout (before/after)")
     ap.add_argument("--page-cache", choices=["as-is", "full"], default="as-is",
                     help="full: fill free memory with clean page cache before every run, as on a "
                          "host that has been running a while (see produce_consume.py)")
-    ap.add_argument("--json")
+    ap.add_argument("--json", help="also write the summary to this file")
+    add_results_args(ap)
     a = ap.parse_args(sys.argv[1:] if argv is None else argv)
     if a.quick:
         a.repeats, a.seconds, a.warmup = 1, 6.0, 2.0
     set_fetch_wait(a.fetch_wait_ms)
     info = machine()
     use_broker_repo(a.broker_repo, info)
+    out = Results("latency", a, info)
     results = []
+    failed: list[str] = []
     with workdir() as wd:
         fill = PageCacheFill(wd / "ballast") if a.page_cache == "full" else None
         for system in a.systems.split(","):
@@ -165,35 +255,51 @@ def main(argv: list[str] | None = None) -> int:
                     filled = fill.top_up() if fill else None
                     load = loadavg()
                     res = run_once(sut.bootstrap, topic, a.partitions, a.record_size, a.rate_mb,
-                                   a.seconds, a.warmup)
+                                   a.seconds, a.warmup, a.drain)
                     res["loadavg"] = load
                     if filled:
                         res["page_cache_fill"] = filled
                     log(f"{system} run {r}: {res}")
+                    for problem in res["problems"]:
+                        failed.append(f"{system} run {r}: {problem}")
+                        log(f"{system} run {r}: {problem}")
+                    out.run(f"{system}-run{r}", {"system": system, "repeat": r, **res})
                     runs.append(res)
             finally:
                 sut.close()
             results.append({"system": system, "runs": runs,
-                            **{k: best_and_spread([x[k] for x in runs], higher_is_better=False)
+                            "median_run_by_p99": median_run(runs, "p99_ms"),
+                            **{k: median_of_runs([x[k] for x in runs])
                                for k in ("p50_ms", "p99_ms", "p999_ms")}})
         if fill:
             fill.close()
     print()
     print(f"end-to-end latency, {a.rate_mb} MB/s offered, {a.record_size} B records, "
-          f"{a.partitions} partitions, rf=3 acks=all; best of {a.repeats} runs of {a.seconds}s; "
-          f"page cache {'full' if fill else 'as found'}")
+          f"{a.partitions} partitions, rf=3 acks=all, {a.seconds} s per run; per system the run "
+          f"with the median p99 of its runs ({runs_note(a.repeats)}; every figure of a row from "
+          f"that one run); page cache {'full' if fill else 'as found'}")
     rows = []
     for r in results:
-        best = min(r["runs"], key=lambda x: x["p99_ms"])
-        rows.append([r["system"], best["achieved_mb_s"], best["records"], r["p50_ms"]["best"],
-                     r["p99_ms"]["best"], f"{r['p99_ms']['spread']:.0%}", r["p999_ms"]["best"],
-                     best["max_ms"]])
-    print_table(["system", "MB/s", "records", "p50 ms", "p99 ms", "p99 spr", "p99.9 ms",
-                 "max ms"], rows)
+        m = r["median_run_by_p99"]
+        if m is None:
+            continue
+        rows.append([r["system"], m["achieved_mb_s"], m["acknowledged"], m["received"], m["lost"],
+                     m["p50_ms"], m["p99_ms"], m["p999_ms"], m["max_ms"],
+                     " / ".join(f"{x['p99_ms']:.1f}" for x in r["runs"]),
+                     f"{r['p99_ms']['spread']:.0%}" if r["p99_ms"]["spread"] is not None else None])
+    print_table(["system", "MB/s", "acked", "received", "lost", "p50 ms", "p99 ms", "p99.9 ms",
+                 "max ms", "p99 of each run", "p99 spr"], rows)
+    out.summary({"results": results, "failed": failed})
     write_json(a.json, {"benchmark": "latency", "args": vars(a), "machine": info,
-                        "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "results": results})
+                        "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "run_dir": str(out.dir),
+                        "results": results, "failed": failed})
+    if failed:
+        print(f"FAILED: {len(failed)} problem(s) in the runs above:", file=sys.stderr)
+        for f in failed:
+            print(f"  {f}", file=sys.stderr)
+        return 1
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

@@ -1,11 +1,16 @@
 """Partition scaling on one standalone strom broker: produce throughput (confluent-kafka,
-acks=1, records spread round-robin) and broker RSS with 1, 100 and 1000 partitions.
+acks=1) and broker RSS with 1, 100 and 1000 partitions.
 
-    .venv/bin/python bench/partitions.py                    # 1 KiB records, 5 s, 2 repeats
-    .venv/bin/python bench/partitions.py --quick --json partitions.json
+    .venv/bin/python bench/partitions.py                    # 1 KiB records, 5 s, 3 repeats
+    .venv/bin/python bench/partitions.py --quick            # 1 repeat of 3 s (a smoke test)
+    .venv/bin/python bench/partitions.py --label after --json partitions.json
 
-A fresh broker per partition count, so RSS is that count's own. "cost" is the throughput
-lost relative to the single partition (target: < 20% at 1000).
+Every record goes to the next partition (round-robin per record, in each produce_batch
+call: `produce_run(spread="record")`), so all the partitions are active at once; each record
+carries a key of 1-4 bytes that picks its partition (not counted in MB/s). A fresh broker
+per partition count, so RSS is that count's own. Figures are medians of --repeats runs, each
+run in its own results file (bench/results/partitions-<date>-<time>[-<label>]/). "cost" is
+the throughput lost relative to the single partition (target: < 20% at 1000).
 """
 from __future__ import annotations
 
@@ -16,8 +21,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._common import (StromBroker, best_and_spread, loadavg, log, machine,  # noqa: E402
-                           print_table, produce_run, rss_of, use_broker_repo, workdir, write_json)
+from bench._common import (Results, StromBroker, add_results_args, end_offsets,  # noqa: E402
+                           loadavg, log, machine, median_of_runs, print_table, produce_run,
+                           rss_of, run_main, runs_note, spread_check, use_broker_repo, workdir,
+                           write_json)
+
+
+def cost_vs_first(medians: list[float | None]) -> list[float | None]:
+    """The throughput each count loses against the first (1 partition): 1 - rate / rate0;
+    negative when it is faster."""
+    base = medians[0] if medians else None
+    return [1 - m / base if base and m is not None else None for m in medians]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,15 +39,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--counts", default="1,100,1000")
     ap.add_argument("--record-size", type=int, default=1024)
     ap.add_argument("--seconds", type=float, default=5.0)
-    ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--spread", choices=["record", "chunk"], default="record",
+                    help="record (default): round-robin per record; chunk: 2,000-record calls "
+                         "to one partition after another, as before 2026-11-25")
+    ap.add_argument("--quick", action="store_true", help="1 repeat of 3 s (a smoke test)")
     ap.add_argument("--broker-repo", metavar="DIR", help="run strom from this checkout (before/after)")
-    ap.add_argument("--json")
+    ap.add_argument("--json", help="also write the summary to this file")
+    add_results_args(ap)
     a = ap.parse_args(sys.argv[1:] if argv is None else argv)
     if a.quick:
         a.repeats, a.seconds = 1, 3.0
     info = machine()
     use_broker_repo(a.broker_repo, info)
+    out = Results("partitions", a, info)
     results = []
     with workdir() as wd:
         for n in (int(x) for x in a.counts.split(",")):
@@ -51,32 +70,45 @@ def main(argv: list[str] | None = None) -> int:
                 runs = []
                 for r in range(a.repeats):
                     load = loadavg()
+                    before = end_offsets(sut.bootstrap, "parts", n)
                     res = produce_run(sut.bootstrap, "parts", n, a.record_size, "none", "1",
-                                      a.seconds, 50_000_000, [pid])
+                                      a.seconds, 50_000_000, [pid], spread=a.spread)
                     res["loadavg"] = load
+                    # Outside the clock: did every partition get its share?
+                    res["per_partition"] = spread_check(before, end_offsets(sut.bootstrap, "parts", n))
+                    pp = res["per_partition"]
                     log(f"{n} partitions run {r}: {res['records_per_s']:,.0f} rec/s "
-                        f"{res['mb_per_s']:.1f} MB/s (load {load:.2f})")
+                        f"{res['mb_per_s']:.1f} MB/s, {res['records']:,} acknowledged, "
+                        f"{pp['partitions_written']} partitions written "
+                        f"({pp['min_records']:,}-{pp['max_records']:,} records each) (load {load:.2f})")
+                    out.run(f"p{n}-run{r}", {"partitions": n, "repeat": r, "produce": res,
+                                             "rss_bytes": rss_of(pid)})
                     runs.append(res)
                 rss_after = rss_of(pid)
             finally:
                 sut.close()
             results.append({"partitions": n, "create_topic_s": create_s, "rss_idle": rss_idle,
                             "rss_with_topic": rss_topic, "rss_after_produce": rss_after,
-                            "produce": best_and_spread([x["records_per_s"] for x in runs]),
+                            "produce": median_of_runs([x["records_per_s"] for x in runs]),
                             "runs": runs})
-    base = results[0]["produce"]["best"]
-    rows = [[r["partitions"], r["produce"]["best"], r["produce"]["best"] * a.record_size / 1e6,
-             f"{r['produce']['spread']:.0%}", f"{1 - r['produce']['best'] / base:.0%}",
+    costs = cost_vs_first([r["produce"]["median"] for r in results])
+    rows = [[r["partitions"], r["produce"]["median"], r["produce"]["median"] * a.record_size / 1e6,
+             f"{r['produce']['spread']:.0%}", f"{cost:.0%}" if cost is not None else None,
              r["create_topic_s"], r["rss_idle"] / 2**20, r["rss_with_topic"] / 2**20,
-             r["rss_after_produce"] / 2**20] for r in results]
+             r["rss_after_produce"] / 2**20] for r, cost in zip(results, costs)]
     print()
-    print(f"one broker, {a.record_size} B records, acks=1, best of {a.repeats} runs of {a.seconds}s")
+    print(f"one broker, {a.record_size} B records, acks=1, records spread by {a.spread}, "
+          f"{runs_note(a.repeats)} of {a.seconds} s (acknowledged records)")
     print_table(["partitions", "rec/s", "MB/s", "spread", "cost vs 1", "create s", "RSS idle MiB",
                  "RSS w/ topic MiB", "RSS after MiB"], rows)
+    for r, cost in zip(results, costs):
+        r["cost_vs_1"] = cost
+    out.summary({"results": results})
     write_json(a.json, {"benchmark": "partitions", "args": vars(a), "machine": info,
-                        "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "results": results})
+                        "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "run_dir": str(out.dir),
+                        "results": results})
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

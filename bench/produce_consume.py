@@ -6,14 +6,17 @@
 (d) the raw loopback TCP, sendfile and page-cache append ceilings of this machine,
 all in the same run, with strom / ceiling ratios.
 
-    .venv/bin/python bench/produce_consume.py                  # full matrix, ~10 min
-    .venv/bin/python bench/produce_consume.py --quick          # 1 repeat, fewer workloads
-    .venv/bin/python bench/produce_consume.py --systems strom-1,mock-1 --sizes 1024 --json out.json
+    .venv/bin/python bench/produce_consume.py                  # full matrix, 3 repeats, ~15 min
+    .venv/bin/python bench/produce_consume.py --quick          # 1 repeat, fewer workloads (smoke)
+    .venv/bin/python bench/produce_consume.py --systems strom-1,mock-1 --sizes 1024 --label after
     .venv/bin/python bench/produce_consume.py --page-cache full   # as on a host that has run a while
 
-Each cell is the best of --repeats runs (spread = (max-min)/best in the JSON); a produce run
-lasts --seconds then flushes; the consume run reads that run's records back from the page
-cache. The producer and consumer run in this process on the same 2 cores as the brokers.
+Each cell is the median of --repeats runs (3 by default; spread = (max-min)/median); every
+run is written to bench/results/produce_consume-<date>-<time>[-<label>]/ as it finishes, the
+medians to summary.json there. A produce run lasts --seconds then flushes and counts only
+acknowledged records (a delivery error fails the whole invocation, exit status 1); the
+consume run reads that run's records back from the page cache, timed from its first batch.
+The producer and consumer run in this process on the same 2 cores as the brokers.
 """
 from __future__ import annotations
 
@@ -25,10 +28,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._common import (MockCluster, PageCacheFill, StromBroker, StromCluster,  # noqa: E402
-                           best_and_spread, consume_run, loadavg, raw_fetch_run, log, loopback_ceiling,
-                           machine, print_table, page_cache_append_ceiling, produce_run, sendfile_ceiling,
-                           use_broker_repo, workdir, write_json)
+from bench._common import (MockCluster, PageCacheFill, Results, StromBroker,  # noqa: E402
+                           StromCluster, add_results_args, consume_run, loadavg, log,
+                           loopback_ceiling, machine, median_of_runs, page_cache_append_ceiling,
+                           print_table, produce_run, raw_fetch_run, run_main, runs_note,
+                           sendfile_ceiling, use_broker_repo, workdir, write_json)
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -42,9 +46,18 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                     help="size:partitions:compression list run on the 3-broker systems")
     ap.add_argument("--seconds", type=float, default=4.0, help="produce duration per run")
     ap.add_argument("--max-records", type=int, default=10_000_000)
-    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="runs per cell; the table shows their median (3 at least for a figure "
+                         "that claims a target)")
+    ap.add_argument("--spread", choices=["chunk", "record"], default="chunk",
+                    help="chunk (default, as every run in docs/PERFORMANCE.md's notebook): each "
+                         "2,000-record produce_batch call to one partition, the next call to the "
+                         "next; record: every record to the next partition (bench/partitions.py)")
+    ap.add_argument("--every-report", action="store_true",
+                    help="count each record's delivery report in Python (costs the producer "
+                         "~0.4 us a record) instead of counting failures only")
     ap.add_argument("--quick", action="store_true",
-                    help="1 repeat, 2 s runs, 1 and 16 partitions without lz4")
+                    help="1 repeat, 2 s runs, 1 and 16 partitions without lz4 (a smoke test)")
     ap.add_argument("--no-ceilings", action="store_true", help="skip the loopback/sendfile runs")
     ap.add_argument("--broker-repo", metavar="DIR",
                     help="run the strom brokers from this checkout (e.g. a git worktree of the "
@@ -53,7 +66,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                     help="full: before every produce run, fill free memory with clean page cache "
                          "(PageCacheFill), the state of a host that has been running for a while; "
                          "needs free disk of about the RAM size plus 16 GiB")
-    ap.add_argument("--json", help="write every run to this file")
+    ap.add_argument("--json", help="also write the summary (every run and the medians) to this file")
+    add_results_args(ap)
     a = ap.parse_args(argv)
     if a.quick:
         a.repeats = 1
@@ -96,7 +110,7 @@ def mock_consume(sut, topic: str, size: int, comp: str, a: argparse.Namespace) -
     sut.create_topic(ctopic, MOCK_CONSUME_PARTITIONS, 1)
     per_part = min(100_000, 5_000_000 // size)
     produce_run(sut.bootstrap, ctopic, MOCK_CONSUME_PARTITIONS, size, comp, "1", 60.0,
-                per_part * MOCK_CONSUME_PARTITIONS, [])
+                per_part * MOCK_CONSUME_PARTITIONS, [], every_report=a.every_report)
     r = consume_run(sut.bootstrap, ctopic, MOCK_CONSUME_PARTITIONS, None, size, sut.pids())
     r["partitions"] = MOCK_CONSUME_PARTITIONS
     raw = None
@@ -106,7 +120,7 @@ def mock_consume(sut, topic: str, size: int, comp: str, a: argparse.Namespace) -
     return r, raw
 
 
-def run_system(system: str, a: argparse.Namespace, wd: Path,
+def run_system(system: str, a: argparse.Namespace, wd: Path, out: Results,
                fill: PageCacheFill | None = None) -> list[dict]:
     rf = 3 if system.endswith("-3") else 1
     acks = "all" if rf == 3 else "1"
@@ -122,11 +136,14 @@ def run_system(system: str, a: argparse.Namespace, wd: Path,
                 filled = fill.top_up() if fill else None
                 load = loadavg()
                 pr = produce_run(sut.bootstrap, topic, parts, size, comp, acks, a.seconds,
-                                 a.max_records, sut.pids())
+                                 a.max_records, sut.pids(), spread=a.spread,
+                                 every_report=a.every_report)
                 if system.startswith("mock"):
                     cr, fr = mock_consume(sut, topic, size, comp, a)
                 else:
-                    cr = consume_run(sut.bootstrap, topic, parts, pr["records"], size, sut.pids())
+                    # The topic holds the warm-up's record per partition too.
+                    cr = consume_run(sut.bootstrap, topic, parts, pr["records"] + parts, size,
+                                     sut.pids())
                     fr = None
                     if rf == 1:
                         fr = raw_fetch_run(sut.bootstrap, topic, parts, pr["records"] + parts,
@@ -134,19 +151,24 @@ def run_system(system: str, a: argparse.Namespace, wd: Path,
                 pr["loadavg"] = cr["loadavg"] = load
                 if filled:
                     pr["page_cache_fill"] = filled
+                cons_rate = f"{cr['records_per_s']:,.0f}" if cr["records_per_s"] else "-"
                 log(f"{system} {size}B p={parts} {comp} run {r}: produce {pr['records_per_s']:,.0f} rec/s "
-                    f"{pr['mb_per_s']:.1f} MB/s; consume {cr['records_per_s']:,.0f} rec/s "
-                    f"{cr['mb_per_s']:.1f} MB/s; raw fetch "
+                    f"{pr['mb_per_s']:.1f} MB/s ({pr['records']:,} acknowledged); consume "
+                    f"{cons_rate} rec/s; raw fetch "
                     f"{fr['records_per_s'] if fr else 0:,.0f} rec/s (load {load:.2f})")
+                out.run(f"{system}-{size}B-p{parts}-{comp}-run{r}",
+                        {"system": system, "record_size": size, "partitions": parts,
+                         "compression": comp, "acks": acks, "replication_factor": rf,
+                         "repeat": r, "produce": pr, "consume": cr, "fetch": fr})
                 prod.append(pr)
                 cons.append(cr)
                 if fr:
                     fetches.append(fr)
             results.append({"system": system, "record_size": size, "partitions": parts,
                             "compression": comp, "acks": acks, "replication_factor": rf,
-                            "produce": best_and_spread([p["records_per_s"] for p in prod]),
-                            "consume": best_and_spread([c["records_per_s"] for c in cons]),
-                            "fetch": best_and_spread([f["records_per_s"] for f in fetches]),
+                            "produce": median_of_runs([p["records_per_s"] for p in prod]),
+                            "consume": median_of_runs([c["records_per_s"] for c in cons]),
+                            "fetch": median_of_runs([f["records_per_s"] for f in fetches]),
                             "produce_runs": prod, "consume_runs": cons, "fetch_runs": fetches})
     finally:
         sut.close()
@@ -161,11 +183,24 @@ def _cpu_ms_per_mb(r: dict) -> float | None:
     return statistics.median(vals) if vals else None
 
 
+def _pct(x: float | None) -> str | None:
+    return f"{x:.0%}" if x is not None else None
+
+
+def _ratio(a: float | None, b: float | None) -> str | None:
+    return f"{a / b:.0%}" if a and b else None
+
+
+def _mb(rate: float | None, size: int) -> float | None:
+    return rate * size / 1e6 if rate is not None else None
+
+
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(sys.argv[1:] if argv is None else argv)
     info = machine()
     log(f"machine: {info}")
     use_broker_repo(a.broker_repo, info)
+    out = Results("produce_consume", a, info)
     results: list[dict] = []
     ceilings: dict[str, dict] = {}
     with workdir() as wd:
@@ -173,25 +208,26 @@ def main(argv: list[str] | None = None) -> int:
         if fill:
             log(f"page cache: filling free memory with clean ballast: {fill.top_up()}")
         if not a.no_ceilings:
-            ceilings["loopback_mb_s"] = best_and_spread([loopback_ceiling() for _ in range(max(2, a.repeats))])
-            ceilings["sendfile_mb_s"] = best_and_spread([sendfile_ceiling(wd) for _ in range(max(2, a.repeats))])
+            n = max(2, a.repeats)
+            ceilings["loopback_mb_s"] = median_of_runs([loopback_ceiling() for _ in range(n)])
+            ceilings["sendfile_mb_s"] = median_of_runs([sendfile_ceiling(wd) for _ in range(n)])
             appends = []
-            for _ in range(max(2, a.repeats)):
+            for _ in range(n):
                 if fill:
                     fill.top_up()
                 appends.append(page_cache_append_ceiling(wd))
-            ceilings["append_mb_s"] = best_and_spread([x["mb_per_s"] for x in appends])
-            ceilings["append_cpu_ms_per_mb"] = best_and_spread([x["cpu_ms_per_mb"] for x in appends],
-                                                               higher_is_better=False)
-            log(f"ceilings: loopback {ceilings['loopback_mb_s']['best']:.0f} MB/s, "
-                f"sendfile {ceilings['sendfile_mb_s']['best']:.0f} MB/s, page-cache append "
-                f"{ceilings['append_mb_s']['best']:.0f} MB/s")
+            ceilings["append_mb_s"] = median_of_runs([x["mb_per_s"] for x in appends])
+            ceilings["append_cpu_ms_per_mb"] = median_of_runs([x["cpu_ms_per_mb"] for x in appends])
+            out.run("ceilings", {"ceilings": ceilings})
+            log(f"ceilings: loopback {ceilings['loopback_mb_s']['median']:.0f} MB/s, "
+                f"sendfile {ceilings['sendfile_mb_s']['median']:.0f} MB/s, page-cache append "
+                f"{ceilings['append_mb_s']['median']:.0f} MB/s")
         for system in a.systems.split(","):
-            results.extend(run_system(system.strip(), a, wd, fill))
+            results.extend(run_system(system.strip(), a, wd, out, fill))
         if fill:
             fill.close()
 
-    # The table: strom rows with the matching mock row as the ceiling.
+    # The table: strom rows with the matching mock row as the ceiling; every figure a median.
     by_key = {(r["system"], r["record_size"], r["partitions"], r["compression"]): r for r in results}
     rows = []
     for r in results:
@@ -200,48 +236,49 @@ def main(argv: list[str] | None = None) -> int:
         mock = by_key.get(("mock-" + r["system"].split("-")[1], r["record_size"], r["partitions"],
                            r["compression"]))
         size = r["record_size"]
-        p, c, f = r["produce"]["best"], r["consume"]["best"], r["fetch"]["best"]
+        p, c, f = r["produce"]["median"], r["consume"]["median"], r["fetch"]["median"]
         row = [r["system"], r["acks"], size, r["partitions"], r["compression"],
-               p, p * size / 1e6, f"{r['produce']['spread']:.0%}", _cpu_ms_per_mb(r),
-               c, c * size / 1e6, f, f * size / 1e6 if f else None,
-               f"{r['fetch']['spread']:.0%}" if f else None]
+               p, _mb(p, size), _pct(r["produce"]["spread"]), _cpu_ms_per_mb(r),
+               c, _mb(c, size), f, _mb(f, size), _pct(r["fetch"]["spread"])]
         if mock:
-            mp, mc, mf = mock["produce"]["best"], mock["consume"]["best"], mock["fetch"]["best"]
-            row += [mp, f"{p / mp:.0%}", mc, f"{c / mc:.0%}", mf,
-                    f"{f / mf:.0%}" if f and mf else None]
+            mp, mc, mf = mock["produce"]["median"], mock["consume"]["median"], mock["fetch"]["median"]
+            row += [mp, _ratio(p, mp), mc, _ratio(c, mc), mf, _ratio(f, mf)]
         else:
             row += [None] * 6
         rows.append(row)
     print()
-    print(f"repeats={a.repeats} seconds={a.seconds} cpus={info['cpus']} ({info['cpu']}), "
-          f"librdkafka {info['librdkafka']}; best of runs, spread=(max-min)/best; page cache "
+    print(f"{runs_note(a.repeats)}, {a.seconds} s each; cpus={info['cpus']} ({info['cpu']}), "
+          f"librdkafka {info['librdkafka']}; spread=(max-min)/median; produce: acknowledged "
+          f"records only ({'every delivery report counted' if a.every_report else 'delivery reports of failures only'}; "
+          f"none failed), spread by {a.spread}; consume: timed from its first batch; page cache "
           + ("full (free memory filled with clean ballast before each produce run)"
              if a.page_cache == "full" else "as found (new pages come from free memory)"))
     if ceilings:
-        print(f"ceilings: loopback TCP {ceilings['loopback_mb_s']['best']:,.0f} MB/s "
+        print(f"ceilings (medians): loopback TCP {ceilings['loopback_mb_s']['median']:,.0f} MB/s "
               f"(spread {ceilings['loopback_mb_s']['spread']:.0%}), sendfile->socket "
-              f"{ceilings['sendfile_mb_s']['best']:,.0f} MB/s (spread {ceilings['sendfile_mb_s']['spread']:.0%}), "
-              f"page-cache append {ceilings['append_mb_s']['best']:,.0f} MB/s "
+              f"{ceilings['sendfile_mb_s']['median']:,.0f} MB/s (spread {ceilings['sendfile_mb_s']['spread']:.0%}), "
+              f"page-cache append {ceilings['append_mb_s']['median']:,.0f} MB/s "
               f"(runs {', '.join(f'{v:,.0f}' for v in ceilings['append_mb_s']['runs'])}; CPU "
               f"{', '.join(f'{v:.2f}' for v in ceilings['append_cpu_ms_per_mb']['runs'])} ms per MB)")
     print_table(["system", "acks", "size", "parts", "codec", "prod rec/s", "prod MB/s", "spr", "cpu ms/MB",
                  "cons rec/s", "cons MB/s", "fetch rec/s", "fetch MB/s", "spr", "mock prod",
                  "s/m", "mock cons", "s/m", "mock fetch", "s/m"], rows)
     mocks = [[r["system"], r["record_size"], r["partitions"], r["compression"],
-              r["produce"]["best"], r["produce"]["best"] * r["record_size"] / 1e6,
-              r["consume"]["best"], r["consume"]["best"] * r["record_size"] / 1e6,
-              r["fetch"]["best"],
-              r["fetch"]["best"] * r["record_size"] / 1e6 if r["fetch"]["best"] else None]
+              r["produce"]["median"], _mb(r["produce"]["median"], r["record_size"]),
+              r["consume"]["median"], _mb(r["consume"]["median"], r["record_size"]),
+              r["fetch"]["median"], _mb(r["fetch"]["median"], r["record_size"])]
              for r in results if r["system"].startswith("mock")]
     if mocks:
         print()
         print_table(["ceiling", "size", "parts", "codec", "prod rec/s", "prod MB/s",
                      "cons rec/s", "cons MB/s", "fetch rec/s", "fetch MB/s"], mocks)
+    summary = {"ceilings": ceilings, "results": results}
+    out.summary(summary)
     write_json(a.json, {"benchmark": "produce_consume", "args": vars(a), "machine": info,
-                        "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "ceilings": ceilings,
-                        "results": results})
+                        "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "run_dir": str(out.dir),
+                        **summary})
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

@@ -5,7 +5,9 @@ broker (or --bootstrap's), then measures, REPEAT times each:
   - batch:     spark.read ... .agg(count(*), sum(length(value)), max(offset)).collect()
   - streaming: spark.readStream ... maxOffsetsPerTrigger=--per-trigger, Trigger.AvailableNow,
                into the noop sink; from query start to termination
-and prints a table (best and median rows/s). --json FILE writes the figures too.
+and prints a table (median and best rows/s). Every run goes to a results file of its own
+(bench/results/spark_read-<date>-<time>[-<label>]/), the medians to summary.json there;
+--json FILE writes the summary too.
 
     .venv/bin/python bench/spark_read.py                      # 1M records, local[2]
     .venv/bin/python bench/spark_read.py --records 200000 --repeat 2 --json out.json
@@ -23,6 +25,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from bench._common import Results, add_results_args, runs_note  # noqa: E402
 
 
 def load(bootstrap: str, topic: str, partitions: int, records: int, size: int) -> float:
@@ -86,11 +90,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", type=int, default=100, help="value bytes")
     ap.add_argument("--partitions", type=int, default=4, help="topic partitions")
     ap.add_argument("--per-trigger", type=int, default=250_000, help="maxOffsetsPerTrigger")
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", "--repeats", dest="repeat", type=int, default=3)
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--bootstrap", help="use this cluster instead of starting a broker")
     ap.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    add_results_args(ap)
     args = ap.parse_args(argv)
+    runs = Results("spark_read", args, {"master": args.master})
 
     from tests.support.broker_process import BrokerProcess
 
@@ -115,27 +121,32 @@ def main(argv: list[str] | None = None) -> int:
             assert n == args.records, (n, args.records)
             results["batch"].append(n / s)
             print(f"  batch     run {i + 1}: {n:,} rows in {s:.2f}s = {n / s:,.0f} rows/s", flush=True)
+            runs.run(f"batch-run{i}", {"read": "batch", "rows": n, "seconds": s, "rows_per_s": n / s})
             n, s, batches = stream_read(spark, bootstrap, topic, args.per_trigger, workdir)
             assert n == args.records, (n, args.records)
             results["streaming"].append(n / s)
             print(f"  streaming run {i + 1}: {n:,} rows in {batches} batches in {s:.2f}s = "
                   f"{n / s:,.0f} rows/s", flush=True)
+            runs.run(f"streaming-run{i}", {"read": "streaming", "rows": n, "seconds": s,
+                                           "micro_batches": batches, "rows_per_s": n / s})
         spark.stop()
     finally:
         if broker is not None:
             broker.stop()
     targets = {"batch": 400_000, "streaming": 250_000}
     print()
-    print(f"{'read':<11}{'records':>11}{'best rows/s':>14}{'median rows/s':>16}{'target':>10}")
+    print(f"{'read':<11}{'records':>11}{'median rows/s':>16}{'best rows/s':>14}{'target':>10}"
+          f"   ({runs_note(args.repeat)})")
     out = {"records": args.records, "value_bytes": args.size, "partitions": args.partitions,
            "master": args.master, "max_offsets_per_trigger": args.per_trigger, "results": {}}
     for name, rates in results.items():
         best, median = max(rates), statistics.median(rates)
-        print(f"{name:<11}{args.records:>11,}{best:>14,.0f}{median:>16,.0f}{targets[name]:>10,}")
+        print(f"{name:<11}{args.records:>11,}{median:>16,.0f}{best:>14,.0f}{targets[name]:>10,}")
         out["results"][name] = {"runs_rows_per_s": [round(r) for r in rates],
                                 "best_rows_per_s": round(best),
                                 "median_rows_per_s": round(median),
                                 "target_rows_per_s": targets[name]}
+    runs.summary(out)
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
     return 0

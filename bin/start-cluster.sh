@@ -1,31 +1,34 @@
 #!/usr/bin/env bash
-# Set up (as bin/run-tests.sh does: .venv; as root, apt-get install of Debian's zookeeper
-# package and kcat when missing) and start strom.
+# Start strom: a cluster of brokers on one ZooKeeper (the default), or one standalone broker.
+# First the set-up bin/run-tests.sh does too: as root, apt-get install of what is missing
+# (python3 or python3-venv, kcat, Debian's zookeeper package, and openjdk-17-jre-headless
+# when there is no java: PySpark's JVM); then .venv with pip install -e '.[test,spark]'
+# (about 0.9 GB, most of it pyspark and pyarrow; skipped while pyproject.toml is unchanged).
 #
 #   bin/start-cluster.sh [--brokers N] [--data-dir DIR] [--timeout SECONDS]
 #       The cluster: one ZooKeeper (config/zookeeper.properties, 127.0.0.1:2181) and N brokers
-#       (default 3; config/server-0..2.properties on 127.0.0.1:9092..9094, further ones
-#       generated into DIR/config/ on the next ports), in the background. Waits until every
-#       broker is registered in /brokers/ids and a controller is elected, then prints the
-#       bootstrap servers and how to stop them (bin/stop-cluster.sh).
+#       (default 3: config/server-0..2.properties on 127.0.0.1:9092..9094, metrics on
+#       9404..9406; brokers 3 and up get configs generated into DIR/config/ on the next
+#       ports), in the background, output in DIR/logs/. Waits until every broker is
+#       registered in /brokers/ids and a controller is elected, then prints the bootstrap
+#       servers and how to stop them (bin/stop-cluster.sh). With N < 3 the internal topics'
+#       replication factors are lowered to N. Refuses to start over a running one or onto a
+#       port in use; when a start fails, stops what it started.
 #   bin/start-cluster.sh --standalone [--data-dir DIR]
-#       One standalone broker (config/server.properties, 127.0.0.1:9092) in the foreground;
-#       Ctrl-C stops it.
+#       One standalone broker without ZooKeeper (config/server.properties, 127.0.0.1:9092,
+#       metrics on 9404) in the foreground; Ctrl-C stops it.
 #
 #   --data-dir DIR   where data, pid files (DIR/run/) and logs (DIR/logs/) go; default ./data,
 #                    the directories the config files name. Another DIR overrides the
 #                    brokers' log.dirs (DIR/kafka-logs-N, standalone: DIR/kafka-logs) and
 #                    ZooKeeper's dataDir (DIR/zookeeper).
-#   --timeout S      how long to wait for ZooKeeper, registrations and a controller (90)
+#   --timeout S      how long to wait for ZooKeeper, registrations and a controller
+#                    (default 90, or $STROM_START_TIMEOUT)
 #   --no-setup       skip the set-up (no apt-get, no pip)
-#   --dry-run        print what would be done, start nothing
-#
-# Until cluster mode is built (zkcoord/zookeeper.py, used by the broker), the default falls
-# back to --standalone with a message. STROM_FORCE_CLUSTER=1 starts the cluster anyway
-# (to test this script).
+#   --dry-run        print what would be done, start nothing (no set-up either)
 set -euo pipefail
-usage() {
-    sed -n '2,25s/^# \{0,1\}//p' "$0" >&2
+usage() {   # the comment block at the top of this file
+    awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0" >&2
     exit "${1:-1}"
 }
 
@@ -114,16 +117,6 @@ start_standalone() {
 }
 
 if [ "$standalone" = 1 ]; then
-    start_standalone
-fi
-# Cluster mode exists once zkcoord/zookeeper.py does and the broker uses it.
-cluster_built() {
-    [ -f zkcoord/zookeeper.py ] &&
-        grep -rqs --include='*.py' -e 'ZkCoordinator' -e 'zkcoord\.zookeeper' broker/
-}
-if ! cluster_built && [ "${STROM_FORCE_CLUSTER:-0}" != 1 ]; then
-    say "cluster mode is not built yet (zkcoord/zookeeper.py, used by the broker): starting" \
-        "the standalone broker instead, as bin/start-cluster.sh --standalone does"
     start_standalone
 fi
 

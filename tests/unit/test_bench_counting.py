@@ -1,0 +1,220 @@
+"""What the benchmarks count (bench/_common.py, bench/latency.py, bench/partitions.py), without
+a broker: only acknowledged records, a delivery error fails the run, the consume clock, the
+per-record spread, medians that never mix runs, and one results file per run."""
+from __future__ import annotations
+
+import json
+import zlib
+from types import SimpleNamespace
+
+import pytest
+
+from bench._common import (CHUNK, BenchFailure, DeliveryCounter, RateClock, Results,
+                           chunk_length, median_of_runs, median_run, partition_sequence,
+                           round_robin_keys, run_main, runs_note, spread_check)
+from bench.latency import window_accounting
+from bench.partitions import cost_vs_first
+
+
+class _Err:
+    def __init__(self, text: str):
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.text
+
+
+# ---- delivery reports --------------------------------------------------------------------------
+
+def test_errors_only_mode_counts_queued_minus_failed():
+    c = DeliveryCounter(every=False)
+    assert c.config() == {"delivery.report.only.error": True}
+    assert c.settle(queued=1000, unflushed=0) == 1000
+
+
+def test_every_report_mode_counts_only_the_acknowledged():
+    c = DeliveryCounter(every=True)
+    assert c.config() == {"delivery.report.only.error": False}
+    for _ in range(7):
+        c(None, None)
+    assert c.settle(queued=7, unflushed=0) == 7
+
+
+def test_queued_but_never_reported_is_not_counted_as_acknowledged():
+    c = DeliveryCounter(every=True)
+    for _ in range(5):
+        c(None, None)
+    with pytest.raises(BenchFailure, match="10 records queued but 5 acknowledged"):
+        c.settle(queued=10, unflushed=0)
+
+
+@pytest.mark.parametrize("every", [False, True])
+def test_a_delivery_error_fails_the_run_and_names_the_error(every):
+    c = DeliveryCounter(every=every)
+    c(None, None)
+    c(_Err("KafkaError{code=NOT_LEADER_OR_FOLLOWER}"), None)
+    c(_Err("KafkaError{code=NOT_LEADER_OR_FOLLOWER}"), None)
+    c(_Err("KafkaError{code=_MSG_TIMED_OUT}"), None)
+    with pytest.raises(BenchFailure) as e:
+        c.settle(queued=4, unflushed=0, what="produce to t")
+    text = str(e.value)
+    assert text.startswith("produce to t: 3 of 4 records failed delivery")
+    assert "2 x KafkaError{code=NOT_LEADER_OR_FOLLOWER}" in text
+    assert "1 x KafkaError{code=_MSG_TIMED_OUT}" in text
+
+
+def test_records_left_by_flush_fail_the_run():
+    c = DeliveryCounter()
+    with pytest.raises(BenchFailure, match="2 of 10 records still unacknowledged after flush"):
+        c.settle(queued=10, unflushed=2)
+
+
+def test_run_main_prints_a_failure_and_exits_1(capsys):
+    def failing() -> int:
+        raise BenchFailure("produce to t: 1 of 9 records failed delivery (1 x boom)")
+    with pytest.raises(SystemExit) as e:
+        run_main(failing)
+    assert e.value.code == 1
+    assert "FAILED: produce to t: 1 of 9 records failed delivery (1 x boom)" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        run_main(lambda: 0)
+    assert e.value.code == 0
+
+
+# ---- the consume clock ---------------------------------------------------------------------------
+
+def test_the_first_batch_starts_the_clock_and_is_not_in_the_rate():
+    clock = RateClock()
+    clock.add(100_000, now=10.0)      # arrived before the clock could start
+    clock.add(50_000, now=10.5)
+    clock.add(50_000, now=11.0)
+    assert clock.total == 200_000
+    assert clock.first == 100_000
+    assert clock.timed == 100_000
+    assert clock.seconds == pytest.approx(1.0)
+    assert clock.rate == pytest.approx(100_000)
+
+
+def test_one_batch_gives_no_rate_and_empty_batches_change_nothing():
+    clock = RateClock()
+    clock.add(0, now=1.0)
+    assert clock.t0 is None
+    clock.add(500, now=2.0)
+    clock.add(0, now=3.0)
+    assert clock.rate is None and clock.total == 500 and clock.seconds == 0.0
+
+
+# ---- spreading records over partitions --------------------------------------------------------------
+
+@pytest.mark.parametrize("partitions", [1, 3, 16, 100, 1000, 2500])
+def test_round_robin_keys_map_to_their_partition_under_crc32(partitions):
+    keys = round_robin_keys(partitions)
+    assert len(set(keys)) == partitions
+    assert [zlib.crc32(k) % partitions for k in keys] == list(range(partitions))
+    assert max(len(k) for k in keys) <= 4
+
+
+def test_per_record_spread_puts_consecutive_records_on_consecutive_partitions():
+    seq = partition_sequence(1000, 5000, 50_000_000, "record")
+    assert seq[:3] == [0, 1, 2] and seq[999:1002] == [999, 0, 1]
+    assert all(seq.count(p) == 5 for p in range(1000))
+    # every call (CHUNK records) covers every partition, so 1,000 are active together
+    assert set(seq[:CHUNK]) == set(range(1000))
+
+
+def test_chunk_spread_sends_one_call_to_one_partition():
+    seq = partition_sequence(1000, 3 * CHUNK, 50_000_000, "chunk")
+    assert set(seq[:CHUNK]) == {0}
+    assert set(seq[CHUNK:2 * CHUNK]) == {1}
+
+
+@pytest.mark.parametrize("partitions,expected", [(1, 2000), (3, 1998), (16, 2000), (1000, 2000),
+                                                 (3000, 3000)])
+def test_chunk_length_is_a_multiple_of_the_partitions(partitions, expected):
+    assert chunk_length(partitions, 50_000_000, "record") == expected
+    assert chunk_length(partitions, 50_000_000, "record") % partitions == 0
+    assert chunk_length(partitions, 50_000_000, "chunk") == CHUNK
+    assert chunk_length(partitions, 10, "record") == 10
+
+
+def test_spread_check_counts_the_partitions_a_run_wrote():
+    assert spread_check([1, 1, 1, 5], [3, 1, 4, 9]) == {
+        "partitions_written": 3, "partitions": 4, "min_records": 0, "max_records": 4}
+
+
+def test_cost_against_one_partition():
+    assert cost_vs_first([100.0, 90.0, 120.0]) == pytest.approx([0.0, 0.1, -0.2])
+    assert cost_vs_first([None, 5.0]) == [None, None]
+
+
+# ---- medians --------------------------------------------------------------------------------------
+
+def test_median_of_runs():
+    m = median_of_runs([300.0, 100.0, 200.0])
+    assert m["median"] == 200.0 and m["n"] == 3 and m["enough"]
+    assert m["spread"] == pytest.approx(1.0)           # (300 - 100) / 200
+    assert median_of_runs([None, 4.0, 2.0])["median"] == 3.0
+    assert not median_of_runs([1.0, 2.0])["enough"]
+    assert median_of_runs([])["median"] is None
+
+
+def test_median_run_takes_one_whole_run_and_never_mixes_runs():
+    runs = [{"run": 0, "p50_ms": 3.0, "p99_ms": 40.0},
+            {"run": 1, "p50_ms": 9.0, "p99_ms": 10.0},
+            {"run": 2, "p50_ms": 5.0, "p99_ms": 20.0}]
+    m = median_run(runs, "p99_ms")
+    assert m == runs[2]       # p99 20 is the median; its p50 (5.0) comes with it, not 3.0
+    assert median_run(runs[:2], "p99_ms") == runs[1]   # even count: the lower middle run
+    assert median_run([], "p99_ms") is None
+
+
+def test_a_table_says_when_it_rests_on_fewer_than_3_runs():
+    assert runs_note(3) == "median of 3 runs"
+    assert "FEWER THAN 3" in runs_note(1) and "FEWER THAN 3" in runs_note(2)
+
+
+# ---- latency accounting --------------------------------------------------------------------------
+
+def test_latency_window_all_arrived():
+    acct = window_accounting(created_in_window=1000, unqueued_in_window=10, failed_in_window=0,
+                             unflushed=0, received=990)
+    assert (acct["queued"], acct["acknowledged"], acct["lost"], acct["problems"]) == (990, 990, 0, [])
+
+
+def test_latency_window_reports_lost_records():
+    acct = window_accounting(1000, 0, 0, 0, received=997)
+    assert acct["lost"] == 3
+    assert acct["problems"] == ["3 of 1000 acknowledged records never arrived (LOST)"]
+
+
+def test_latency_window_reports_delivery_errors_and_unflushed_records():
+    acct = window_accounting(1000, 0, failed_in_window=2, unflushed=5, received=998)
+    assert acct["acknowledged"] == 998 and acct["lost"] == 0
+    assert acct["problems"] == ["2 delivery error(s)", "5 record(s) unacknowledged after flush()"]
+
+
+# ---- one results file per run ------------------------------------------------------------------
+
+def test_results_writes_one_file_per_run_and_a_summary(tmp_path):
+    a = SimpleNamespace(results_dir=str(tmp_path), label="before", no_results=False, repeats=3)
+    out = Results("produce_consume", a, {"cpus": 2})
+    for r in range(3):
+        out.run(f"strom-1-100B-p1-none-run{r}", {"produce": {"records": 10 + r}})
+    out.summary({"results": [{"produce": median_of_runs([10.0, 11.0, 12.0])}]})
+    (d,) = tmp_path.iterdir()
+    assert d.name.startswith("produce_consume-") and d.name.endswith("-before")
+    names = sorted(p.name for p in d.iterdir())
+    assert names == ["strom-1-100B-p1-none-run0.json", "strom-1-100B-p1-none-run1.json",
+                     "strom-1-100B-p1-none-run2.json", "summary.json"]
+    run1 = json.loads((d / "strom-1-100B-p1-none-run1.json").read_text())
+    assert run1["produce"] == {"records": 11} and run1["machine"] == {"cpus": 2}
+    summary = json.loads((d / "summary.json").read_text())
+    assert summary["run_files"] == names[:3]
+    assert summary["results"][0]["produce"]["median"] == 11.0
+
+
+def test_no_results_writes_nothing(tmp_path):
+    a = SimpleNamespace(results_dir=str(tmp_path), label="", no_results=True)
+    out = Results("latency", a, {})
+    assert out.run("x", {}) is None and out.summary({}) is None
+    assert list(tmp_path.iterdir()) == []
