@@ -13,27 +13,40 @@ import logging
 import signal
 import sys
 import time
-from typing import Any
+from typing import Any, Awaitable, Callable
 
-from clients.protocol.errors import InvalidConfigError
+from clients.aio.connection import BrokerConnection
 from clients.protocol.messages import API_BY_NAME
+from zkcoord import zk_paths as zp
+from zkcoord.controller import Controller
+from zkcoord.local import LocalCoordinator
+from zkcoord.store import BrokerInfo, Coordinator
+from zkcoord.zookeeper import ZkCoordinator
 
-from .config import BrokerConfig, ConfigError, TopicConfigs
-from .group.coordinator import GroupCoordinator
-from .heap import freeze_startup_objects, retain_freed_memory
+from .background import BackgroundTasks
+from .config import BrokerConfig, ConfigError
+from .controlled_shutdown import controlled_shutdown
+from .dynamic_configs import DynamicBrokerConfigs
+from .group.coordinator import GroupCoordinator, GroupSettings
 from .group.offsets import OFFSETS_TOPIC
-from .log import LogConfig, LogManager
-from .metadata_cache import MetadataCache, PartitionInfo
-from .metrics import BrokerTopicStats, RequestStats
-from .replication.fetcher import ReplicaFetcherManager
+from .heap import freeze_startup_objects, retain_freed_memory
+from .log import LogManager
+from .metadata_cache import MetadataCache
+from .metrics import BrokerMetrics, MetricSources
+from .replication.fetcher import FetcherSettings, ReplicaFetcherManager
 from .replication.isr_announcer import IsrChangeAnnouncer
+from .replication.partition import Partition
+from .replication.purgatory import FetchPurgatory
 from .replication.replica_manager import ReplicaManager
 from .server import handlers  # noqa: F401  (registers every handler)
 from .server.dispatch import Dispatcher
-from .server.network import KafkaServer
 from .server.fetch_sessions import FetchSessionCache
-from .server.purgatory import FetchPurgatory
+from .server.network import KafkaServer
+from .server.services import ApiServices
+from .stats import BrokerTopicStats, ControllerStats, RequestStats
 from .topic_admin import TopicAdmin
+from .topic_configs import TopicConfigResolver
+from .topic_placement import ClusterPlacement, StandalonePlacement, TopicPlacement
 from .txn.producer_ids import ProducerIdManager
 
 log = logging.getLogger("strom.broker")
@@ -45,22 +58,25 @@ EAGER_API_KEYS = frozenset(API_BY_NAME[name].key for name in ("Produce", "Fetch"
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig):
-        from zkcoord.local import LocalCoordinator
-        from zkcoord.store import BrokerInfo
+    """Builds the components, hands each the collaborators it uses, and starts and stops
+    them in order. Holds no policy of its own."""
 
+    def __init__(self, config: BrokerConfig, clock: Callable[[], float] = time.monotonic,
+                 wall_ms: Callable[[], int] = lambda: int(time.time() * 1000)):
         self.config = config
         self.broker_id = config.broker_id   # standalone: -1 already became 0
         # Hot-path counters, kept whether or not the metrics port is set (plain ints: cheap).
         self.topic_stats = BrokerTopicStats()
         self.request_stats = RequestStats()
-        self.metrics: Any = None            # broker.metrics.BrokerMetrics once started
+        self.controller_stats = ControllerStats()
+        self.metrics: BrokerMetrics | None = None
         adv = config.advertised_listeners[0]
         self.advertised = BrokerInfo(self.broker_id, adv[1], adv[2], config.get("broker.rack"))
         self.listener_name = adv[0]
         self.metadata = MetadataCache(self.advertised)
+        self.topic_configs = TopicConfigResolver(config)
         self.log_manager = LogManager(
-            config.log_dirs, LogConfig.from_topic_configs(config.topic_defaults()),
+            config.log_dirs, self.topic_configs.default_log_config(),
             producer_id_expiration_ms=config.get("producer.id.expiration.ms"),
             cleaner_enabled=config.get("log.cleaner.enable"),
             cleaner_dedupe_buffer_size=config.get("log.cleaner.dedupe.buffer.size"))
@@ -69,128 +85,61 @@ class Broker:
             config.get("max.incremental.fetch.session.cache.slots"),
             config.get("min.incremental.fetch.session.eviction.ms"))
         self.replicas = ReplicaManager(self.broker_id, self.log_manager, self.purgatory)
-        self.fetchers = ReplicaFetcherManager(self)
+        self.fetchers = ReplicaFetcherManager(
+            self.broker_id, FetcherSettings(config.get("replica.fetch.wait.max.ms"),
+                                            config.get("replica.fetch.max.bytes"),
+                                            config.get("replica.fetch.response.max.bytes")),
+            self.replicas, self.topic_stats, self.metadata.broker)
         self.replicas.on_become_follower = self.fetchers.add_partition
         self.replicas.on_stop_following = self.fetchers.remove_partition
         self.cluster_mode = not config.standalone
+        self.store: Coordinator
+        self.controller: Controller | None = None
+        self.isr_announcer: IsrChangeAnnouncer | None = None
+        placement: TopicPlacement
+        self.zk_store: ZkCoordinator | None = None
         if self.cluster_mode:
-            from zkcoord.controller import Controller
-            from zkcoord.zookeeper import ZkCoordinator
-            self.coordinator = ZkCoordinator.from_config(config, self.advertised)
-            self.controller: Any = Controller(self, self.coordinator)
+            self.store = self.zk_store = ZkCoordinator.from_config(config, self.advertised)
+            self.controller = Controller(self, self.zk_store, self.controller_stats)
             self.replicas.isr_writer = self._write_isr
-            self.isr_announcer: IsrChangeAnnouncer | None = IsrChangeAnnouncer(self.coordinator.notify_isr_change)
+            self.isr_announcer = IsrChangeAnnouncer(self.zk_store.notify_isr_change)
+            placement = ClusterPlacement(self.metadata, self.store)
         else:
-            self.coordinator = LocalCoordinator(config.log_dirs[0], self.advertised)
-            self.controller = None
-            self.isr_announcer = None
-        self.producer_ids = ProducerIdManager(self.coordinator)
-        self.topic_admin = TopicAdmin(self)
-        self.group_coordinator = GroupCoordinator(self)
+            self.store = LocalCoordinator(config.log_dirs[0], self.advertised)
+            self.standalone = StandalonePlacement(self.broker_id, self.replicas, self.metadata,
+                                                  self.topic_configs, self.topic_stats)
+            placement = self.standalone
+        self.dynamic_configs = DynamicBrokerConfigs(self.broker_id, config, self.store, self.log_manager,
+                                                    self.replicas, self.topic_configs)
+        if self.controller is not None:
+            controller = self.controller
+            self.dynamic_configs.on_change = lambda changed: (
+                controller.unclean_default_changed() if "unclean.leader.election.enable" in changed else None)
+        self.producer_ids = ProducerIdManager(self.store)
+        self.topic_admin = TopicAdmin(config, self.store, self.topic_configs, self.replicas, placement)
+        self.group_coordinator = GroupCoordinator(GroupSettings.from_config(config), self.store,
+                                                  self.topic_admin, self.replicas, clock, wall_ms)
+        if not self.cluster_mode:
+            groups = self.group_coordinator
+            self.standalone.on_become_leader = lambda topic, index: (
+                groups.on_become_leader(index) if topic == OFFSETS_TOPIC else None)
+        self.services = ApiServices(
+            self.broker_id, self.listener_name, self.cluster_mode, config, self.store, self.metadata,
+            self.replicas, self.purgatory, self.fetch_sessions, self.topic_stats, self.topic_admin,
+            self.topic_configs, self.dynamic_configs, self.group_coordinator, self.producer_ids,
+            self.controller)
         self.servers: list[KafkaServer] = []
-        self._tasks: list[asyncio.Task] = []
+        self.background = BackgroundTasks(config, self.log_manager, self.replicas,
+                                          self.isr_announcer, self.group_coordinator.tick)
         self._stopped = asyncio.Event()
 
-    # ------------------------------------------------------------ topic configs
-    def validate_topic_configs(self, configs: dict[str, str]) -> dict[str, str]:
-        try:
-            return TopicConfigs.validate(configs)
-        except ConfigError as e:
-            raise InvalidConfigError(str(e)) from None
-
-    def topic_config_values(self, overrides: dict[str, str]) -> dict[str, str]:
-        return {**self.config.topic_defaults(), **overrides}
-
-    def log_config_for(self, meta: Any) -> LogConfig:
-        return LogConfig.from_topic_configs(self.topic_config_values(meta.configs))
-
-    def default_log_config(self) -> LogConfig:
-        return LogConfig.from_topic_configs(self.config.topic_defaults())
-
-    def describe_topic_configs(self, topic: str, overrides: dict[str, str]) -> list[dict]:
-        from .server.handlers.configs import topic_config_entries
-        return topic_config_entries(self, overrides, include_synonyms=False)
-
-    def _on_cluster_event(self, event: Any) -> None:
-        """Configs changed in ZooKeeper, whichever broker wrote them: a topic's (its replicas
-        here take the new LogConfig, as Kafka's TopicConfigHandler) or the dynamic broker
-        configs (Kafka's BrokerConfigHandler)."""
-        from zkcoord.zookeeper import BrokerConfigsChanged, TopicConfigChanged
-        if isinstance(event, TopicConfigChanged):
-            meta = self.coordinator.topic(event.name)
-            if meta is not None:
-                self.replicas.update_log_config(event.name, self.log_config_for(meta))
-        elif isinstance(event, BrokerConfigsChanged):
-            self.apply_dynamic_configs(event.defaults, event.own)
-
-    def check_dynamic_configs(self, broker_id: int | None, configs: dict[str, str]) -> None:
-        """What AlterConfigs may store for a BROKER resource (None: cluster-wide): each key
-        (BrokerConfig.check_dynamic), then the topic defaults they make together, which
-        must give a valid LogConfig (Kafka validates a reconfiguration the same way before
-        storing it). ConfigError otherwise."""
-        self.config.check_dynamic(configs, per_broker=broker_id is not None)
-        defaults = configs if broker_id is None else self.coordinator.broker_configs(None)
-        own = configs if broker_id is not None else self.coordinator.broker_configs(self.broker_id)
-        try:
-            LogConfig.from_topic_configs(self.config.topic_defaults_with(defaults, own))
-        except ValueError as e:
-            raise ConfigError(f"Invalid topic defaults: {e}", next(iter(configs), "")) from None
-
-    def apply_dynamic_configs(self, defaults: dict[str, str], own: dict[str, str]) -> None:
-        """Put dynamic broker configs in force. They are all topic defaults
-        (config.DYNAMIC_APPLIED): every log here whose topic does not set the key itself
-        takes the new value at once (as Kafka's updateLogsConfig over all logs), as do logs
-        created later; the controller reads unclean.leader.election.enable when it elects."""
-        changed = self.config.set_dynamic(defaults, own, validate=LogConfig.from_topic_configs)
-        if not changed:
-            return
-        log.info("dynamic broker configs changed: %s",
-                 ", ".join(f"{k}={self.config.describe(k).value}" for k in sorted(changed)))
-        self.log_manager.default_config = self.default_log_config()
-        configs: dict[str, LogConfig] = {}
-        for plog in self.log_manager.all_logs():
-            if plog.topic not in configs:
-                meta = self.coordinator.topic(plog.topic)
-                configs[plog.topic] = (self.log_config_for(meta) if meta is not None
-                                       else self.default_log_config())
-            plog.update_config(configs[plog.topic])
-        if self.controller is not None and "unclean.leader.election.enable" in changed:
-            self.controller.unclean_default_changed()
-
-    def _load_dynamic_configs(self) -> None:
-        self.apply_dynamic_configs(self.coordinator.broker_configs(None),
-                                   self.coordinator.broker_configs(self.broker_id))
-
-    # ------------------------------------------------------------ partitions
-    def apply_topic(self, meta: Any) -> None:
-        """Standalone: lead every partition of `meta`. (In a cluster the controller decides,
-        with LeaderAndIsr.)"""
-        if self.cluster_mode:
-            return
-        cfg = self.log_config_for(meta)
-        for index, replicas in sorted(meta.partitions.items()):
-            if self.broker_id in replicas and self.replicas.maybe_get(meta.name, index) is None:
-                self.replicas.become_leader(meta.name, meta.topic_id, index, replicas, 0, cfg)
-                self.metadata.set_partition(meta.name, index, PartitionInfo(
-                    self.broker_id, 0, list(replicas), [self.broker_id]))
-                if meta.name == OFFSETS_TOPIC:
-                    self.group_coordinator.on_become_leader(index)
-
-    def forget_topic(self, name: str) -> None:
-        self.metadata.remove_topic(name)
-        self.topic_stats.remove_topic(name)
-
-    def node(self, broker_id: int):
-        """The advertised address of a live broker, or None."""
-        return self.metadata.broker(broker_id)
-
     # ------------------------------------------------------------ lifecycle
-    async def _write_isr(self, p: Any, new_isr: list[int]) -> tuple[list[int], int] | None:
+    async def _write_isr(self, p: Partition, new_isr: list[int]) -> tuple[list[int], int] | None:
         """A leader's ISR change: a conditional write of the partition state (so a deposed
         leader's write fails), then a notification for the controller to propagate."""
-        from zkcoord import zk_paths as zp
+        assert self.zk_store is not None
         state = zp.PartitionState(self.broker_id, p.leader_epoch, new_isr, p.controller_epoch)
-        written = await self.coordinator.update_isr_as_leader(p.topic, p.index, state, p.partition_epoch)
+        written = await self.zk_store.update_isr_as_leader(p.topic, p.index, state, p.partition_epoch)
         if written is None:
             log.info("%s-%d: ISR change refused, leader epoch %d is stale", p.topic, p.index, p.leader_epoch)
             return None
@@ -198,18 +147,8 @@ class Broker:
             self.isr_announcer.changed((p.topic, p.index))
         return written
 
-    async def wait_for_leaders(self, name: str, partitions: int, timeout_s: float) -> None:
-        """Cluster mode: CreateTopics answers once the controller elected every leader (or
-        the time is up), as Kafka's delayed topic creation does."""
-        deadline = asyncio.get_running_loop().time() + timeout_s
-        while asyncio.get_running_loop().time() < deadline:
-            infos = [self.metadata.partition(name, p) for p in range(partitions)]
-            if all(i is not None and i.leader >= 0 for i in infos):
-                return
-            await asyncio.sleep(0.05)
-
     async def _listen(self) -> None:
-        dispatcher = Dispatcher(self)
+        dispatcher = Dispatcher(self.services, self.request_stats)
         max_request = self.config.get("socket.request.max.bytes")
         for name, host, port in self.config.listeners:
             server = KafkaServer(host, port, dispatcher, listener_name=name, max_request_size=max_request,
@@ -225,120 +164,51 @@ class Broker:
             # Listening before registering (Kafka's order): once the controller sees this
             # broker in ZooKeeper, its first UpdateMetadata can be delivered.
             await self._listen()
-            self.coordinator.subscribe(self._on_cluster_event)
-            await self.coordinator.start()
-            self._load_dynamic_configs()
+            assert self.zk_store is not None
+            self.zk_store.subscribe(self.dynamic_configs.on_store_event)
+            await self.store.start()
+            self.dynamic_configs.load()
         else:
             # Standalone: topics are loaded before the first client can ask for them.
-            await self.coordinator.start()
-            self._load_dynamic_configs()
-            self.metadata.brokers = {b.broker_id: b for b in self.coordinator.live_brokers()}
-            self.metadata.controller_id = self.coordinator.controller_id
-            for meta in list(self.coordinator.topics().values()):
-                self.apply_topic(meta)
+            await self.store.start()
+            self.dynamic_configs.load()
+            self.metadata.brokers = {b.broker_id: b for b in self.store.live_brokers()}
+            self.metadata.controller_id = self.store.controller_id
+            for meta in list(self.store.topics().values()):
+                self.standalone.lead(meta)
             await self._listen()
         if self.controller is not None:
             await self.controller.start()
         if self.config.metrics_port >= 0:
             await self._start_metrics()
-        self._tasks = [
-            asyncio.create_task(self._every(self.config.get("log.retention.check.interval.ms"),
-                                            self._retention)),
-            asyncio.create_task(self._every(1000, self._flush_and_tick)),
-            asyncio.create_task(self._every(200, self.group_coordinator.tick)),
-            asyncio.create_task(self._clean_logs()),
-            asyncio.create_task(self._shrink_isrs()),
-            asyncio.create_task(self._every(self.config.get("log.flush.offset.checkpoint.interval.ms"),
-                                            self.log_manager.checkpoint_recovery_points_async)),
-        ]
+        self.background.start()
 
     async def _start_metrics(self) -> None:
-        from .metrics import BrokerMetrics
         host = self.config.listeners[0].host
-        self.metrics = BrokerMetrics(self, host, self.config.metrics_port)
+        self.metrics = BrokerMetrics(MetricSources(
+            self.broker_id, self.advertised, self.cluster_mode, self.topic_stats, self.request_stats,
+            self.replicas, self.fetch_sessions, self.log_manager, self.group_coordinator,
+            self.controller, self.controller_stats, self.servers), host, self.config.metrics_port)
         await self.metrics.start()
-
-    async def _shrink_isrs(self) -> None:
-        """Kafka checks every replica.lag.time.max.ms / 2 for followers that fell behind."""
-        lag_ms = self.config.get("replica.lag.time.max.ms")
-        while True:
-            await asyncio.sleep(lag_ms / 2000.0)
-            try:
-                await self.replicas.shrink_isrs(lag_ms)
-                if self.isr_announcer is not None:
-                    self.isr_announcer.flush()
-            except Exception:
-                log.exception("ISR shrink check failed")
-
-    async def _clean_logs(self) -> None:
-        """Compaction: one log per call; back off when no log needs cleaning."""
-        backoff = self.config.get("log.cleaner.backoff.ms") / 1000.0
-        while True:
-            try:
-                cleaned = self.log_manager.run_cleaner(int(time.time() * 1000))
-            except Exception:
-                log.exception("log cleaner failed")
-                cleaned = 0
-            await asyncio.sleep(0 if cleaned else backoff)
-
-    def _retention(self) -> None:
-        self.log_manager.run_retention(int(time.time() * 1000))
-
-    def _flush_and_tick(self) -> None:
-        now = int(time.time() * 1000)
-        self.log_manager.flush_due(now)
-        self.log_manager.tick(now)
-
-    async def _every(self, interval_ms: int, fn) -> None:
-        while True:
-            await asyncio.sleep(interval_ms / 1000.0)
-            try:
-                result = fn()
-                if inspect.isawaitable(result):
-                    await result
-            except Exception:
-                log.exception("periodic task %s failed", getattr(fn, "__name__", fn))
-
-    async def controlled_shutdown(self, attempts: int = 3) -> None:
-        """SIGTERM in a cluster: ask the controller to move leadership away first."""
-        from clients.aio.connection import BrokerConnection
-        for _ in range(attempts):
-            controller_id = self.coordinator.controller_id
-            node = self.metadata.broker(controller_id)
-            if controller_id == self.broker_id and self.controller is not None and self.controller.active:
-                remaining = await self.controller.controlled_shutdown(self.broker_id)
-                await self.controller.drain(3.0)
-                if not remaining:
-                    return
-            elif node is not None:
-                try:
-                    async with await BrokerConnection.connect(node.host, node.port, client_id="controlled-shutdown",
-                                                               timeout=2) as conn:
-                        r = await conn.request("ControlledShutdown", {"broker_id": self.broker_id, "broker_epoch": -1},
-                                               version=3, timeout=5)
-                    if r.error_code == 0 and not r.remaining_partitions:
-                        return
-                except Exception as e:
-                    log.info("controlled shutdown attempt failed: %s", e)
-            await asyncio.sleep(0.5)
 
     async def stop(self) -> None:
         if self.cluster_mode:
             try:
                 # Bounded: when the whole cluster stops at once there may be no controller
                 # left to answer, and stopping must not hang on it.
-                await asyncio.wait_for(self.controlled_shutdown(), 8)
+                await asyncio.wait_for(controlled_shutdown(
+                    self.broker_id, self.store, self.metadata, self.controller), 8)
             except Exception:
                 log.exception("controlled shutdown failed; stopping anyway")
-            await self.controller.stop()
+            if self.controller is not None:
+                await self.controller.stop()
         # Produce requests still waiting for replication here will not complete: answer them
         # now so their clients retry on the new leaders instead of waiting out a timeout.
         self.replicas.fail_waiters()
         self.replicas.stop_isr_changes()
         if self.isr_announcer is not None:
             self.isr_announcer.stop()
-        for t in self._tasks:
-            t.cancel()
+        self.background.stop()
         for s in self.servers:
             await s.stop()
         if self.metrics is not None:
@@ -346,7 +216,7 @@ class Broker:
         await self.fetchers.close()
         self.purgatory.notify_all()
         self.log_manager.close()
-        await self.coordinator.stop()
+        await self.store.stop()
         self._stopped.set()
 
     def describe_listeners(self) -> str:

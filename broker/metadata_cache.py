@@ -6,6 +6,7 @@ itself. Metadata and DescribeCluster answer from here, so clients follow leaders
 """
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 
 from zkcoord.store import BrokerInfo
@@ -48,3 +49,14 @@ class MetadataCache:
     def remove_topic(self, topic: str) -> None:
         for key in [k for k in self.partitions if k[0] == topic]:
             del self.partitions[key]
+
+    async def wait_for_leaders(self, topic: str, partitions: int, timeout_s: float) -> None:
+        """Until partitions 0..partitions-1 of `topic` all have a leader here (the
+        controller's UpdateMetadata arrived) or `timeout_s` passed."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while loop.time() < deadline:
+            infos = [self.partition(topic, p) for p in range(partitions)]
+            if all(i is not None and i.leader >= 0 for i in infos):
+                return
+            await asyncio.sleep(0.05)

@@ -1,23 +1,23 @@
 """Topic lifecycle shared by CreateTopics, Metadata auto-creation, DeleteTopics,
-CreatePartitions and the config APIs: validation, replica assignment, and applying the
-result to the coordinator and to this broker's partitions.
+CreatePartitions and the config APIs: validation, replica assignment, the write to the
+metadata store, and then this broker's partitions (through its TopicPlacement).
 """
 from __future__ import annotations
 
-import asyncio
 import re
 import uuid
-from typing import TYPE_CHECKING
 
 from clients.protocol.errors import (
     InvalidPartitionsError, InvalidReplicaAssignmentError,
     InvalidReplicationFactorError, InvalidRequestError, InvalidTopicExceptionError,
     TopicAlreadyExistsError, TopicDeletionDisabledError, UnknownTopicOrPartitionError,
 )
-from zkcoord.store import TopicMetadata
+from zkcoord.store import Coordinator, TopicMetadata
 
-if TYPE_CHECKING:
-    from .main import Broker
+from .config import BrokerConfig
+from .replication.replica_manager import ReplicaManager
+from .topic_configs import TopicConfigResolver
+from .topic_placement import TopicPlacement
 
 MAX_NAME_LENGTH = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -39,26 +39,34 @@ def validate_topic_name(name: str | None) -> None:
 
 
 class TopicAdmin:
-    def __init__(self, broker: "Broker"):
-        self.broker = broker
+    """Runs on the event loop; each operation's checks read the store's cache, so two
+    concurrent creations of one name are settled by the store (TopicAlreadyExists)."""
+
+    def __init__(self, config: BrokerConfig, store: Coordinator, topic_configs: TopicConfigResolver,
+                 replicas: ReplicaManager, placement: TopicPlacement) -> None:
+        self.config = config
+        self.store = store
+        self.topic_configs = topic_configs
+        self.replicas = replicas
+        self.placement = placement
 
     def assign_replicas(self, first_partition: int, count: int, replication_factor: int) -> dict[int, list[int]]:
         """Kafka's assignment: leaders round-robin over the brokers, followers shifted; with
         `broker.rack` on every broker, the broker list alternates racks and each partition's
         replicas take distinct racks first (AdminUtils' rack-aware assignment)."""
-        live = sorted(self.broker.coordinator.live_brokers(), key=lambda b: b.broker_id)
+        live = sorted(self.store.live_brokers(), key=lambda b: b.broker_id)
         if replication_factor < 1 or replication_factor > len(live):
             raise InvalidReplicationFactorError(
                 f"Replication factor: {replication_factor} larger than available brokers: {len(live)}."
                 if replication_factor > len(live) else "Replication factor must be larger than 0.")
-        if all(b.rack for b in live) and len({b.rack for b in live}) > 1:
-            return assign_rack_aware(first_partition, count, replication_factor,
-                                     {b.broker_id: b.rack for b in live})
+        racks = {b.broker_id: b.rack for b in live if b.rack}
+        if len(racks) == len(live) and len(set(racks.values())) > 1:
+            return assign_rack_aware(first_partition, count, replication_factor, racks)
         ids = [b.broker_id for b in live]
         return assign_round_robin(first_partition, count, replication_factor, ids)
 
     def _check_assignments(self, assignments: dict[int, list[int]]) -> None:
-        live = {b.broker_id for b in self.broker.coordinator.live_brokers()}
+        live = {b.broker_id for b in self.store.live_brokers()}
         sizes = {len(r) for r in assignments.values()}
         if len(sizes) > 1:
             raise InvalidReplicaAssignmentError("All partitions should have the same number of replicas")
@@ -72,10 +80,10 @@ class TopicAdmin:
                      assignments: dict[int, list[int]] | None = None, configs: dict[str, str] | None = None,
                      validate_only: bool = False) -> TopicMetadata:
         validate_topic_name(name)
-        cfg = self.broker.config
-        if self.broker.coordinator.topic(name) is not None:
+        cfg = self.config
+        if self.store.topic(name) is not None:
             raise TopicAlreadyExistsError(f"Topic '{name}' already exists.")
-        configs = self.broker.validate_topic_configs(configs or {})
+        configs = self.topic_configs.validate(configs or {})
         if assignments:
             if num_partitions != -1 or replication_factor != -1:
                 raise InvalidRequestError("Both numPartitions or replicationFactor and replicasAssignments were set.")
@@ -91,34 +99,23 @@ class TopicAdmin:
             plan = self.assign_replicas(0, n, rf)
         if validate_only:
             return TopicMetadata(name, uuid.UUID(int=0), plan, configs)
-        meta = await self.broker.coordinator.create_topic(name, plan, configs)
-        self.broker.apply_topic(meta)
-        if self.broker.cluster_mode:
-            await self.broker.wait_for_leaders(name, len(plan), 10.0)
+        meta = await self.store.create_topic(name, plan, configs)
+        await self.placement.created(meta)
         return meta
 
     async def delete(self, name: str) -> TopicMetadata:
-        meta = self.broker.coordinator.topic(name)
+        meta = self.store.topic(name)
         if meta is None:
             raise UnknownTopicOrPartitionError("This server does not host this topic-partition.")
-        if not self.broker.config.get("delete.topic.enable"):
+        if not self.config.get("delete.topic.enable"):
             raise TopicDeletionDisabledError("Topic deletion is disabled.")
-        await self.broker.coordinator.delete_topic(name)
-        if self.broker.cluster_mode:
-            # Kafka answers DeleteTopics once the controller completed the deletion.
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + 30.0
-            while self.broker.coordinator.topic(name) is not None and loop.time() < deadline:
-                await asyncio.sleep(0.05)
-        else:                                # in a cluster, the controller's StopReplica does it
-            for p in list(meta.partitions):
-                self.broker.replicas.delete_partition(name, p)
-            self.broker.forget_topic(name)
+        await self.store.delete_topic(name)
+        await self.placement.deleted(meta)
         return meta
 
     async def add_partitions(self, name: str, count: int, assignments: list[list[int]] | None,
                              validate_only: bool) -> TopicMetadata:
-        meta = self.broker.coordinator.topic(name)
+        meta = self.store.topic(name)
         if meta is None:
             raise UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.")
         current = len(meta.partitions)
@@ -141,23 +138,23 @@ class TopicAdmin:
             new = self.assign_replicas(current, count - current, rf)
         if validate_only:
             return meta
-        meta = await self.broker.coordinator.add_partitions(name, new)
-        self.broker.apply_topic(meta)
+        meta = await self.store.add_partitions(name, new)
+        await self.placement.partitions_added(meta)
         return meta
 
     async def set_configs(self, name: str, configs: dict[str, str], validate_only: bool) -> None:
-        meta = self.broker.coordinator.topic(name)
+        meta = self.store.topic(name)
         if meta is None:
             raise UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.")
-        configs = self.broker.validate_topic_configs(configs)
+        configs = self.topic_configs.validate(configs)
         if validate_only:
             return
-        await self.broker.coordinator.set_topic_configs(name, configs)
+        await self.store.set_topic_configs(name, configs)
         # From the coordinator's cache, not our own write: a newer write by another broker
         # may have landed meanwhile (the ZooKeeper watch applies that one too).
-        meta = self.broker.coordinator.topic(name)
+        meta = self.store.topic(name)
         if meta is not None:
-            self.broker.replicas.update_log_config(name, self.broker.log_config_for(meta))
+            self.replicas.update_log_config(name, self.topic_configs.log_config_for(meta))
 
 
 

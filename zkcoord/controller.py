@@ -18,9 +18,9 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from collections.abc import Set
+from typing import Any, Callable, Protocol
 
-from broker.metrics.stats import ControllerStats
 from clients.aio.errors import KafkaConnectionError
 from clients.aio.pool import ConnectionPool
 
@@ -81,8 +81,20 @@ class BrokerChannel:
         self.task.cancel()
 
 
+class ElectionTimes(Protocol):
+    def observe(self, value: float) -> None: ...
+
+
+class ElectionStats(Protocol):
+    """Kafka's ControllerStats as the controller updates them (the broker's metrics own them)."""
+    @property
+    def election_ms(self) -> ElectionTimes: ...
+    unclean_elections: int
+
+
 class Controller:
-    def __init__(self, broker: Any, zk: ZkCoordinator, clock: Callable[[], float] | None = None):
+    def __init__(self, broker: Any, zk: ZkCoordinator, stats: ElectionStats,
+                 clock: Callable[[], float] | None = None):
         self.broker = broker
         self.zk = zk
         self.broker_id = broker.broker_id
@@ -102,7 +114,7 @@ class Controller:
         self.events: asyncio.Queue = asyncio.Queue()
         self._task: asyncio.Task | None = None
         self._unsubscribe: Callable[[], None] | None = None
-        self.stats = ControllerStats()
+        self.stats = stats
 
     @property
     def active(self) -> bool:
@@ -250,7 +262,7 @@ class Controller:
             for tp in away:
                 s = self.states[tp].state
                 if b in s.isr:
-                    moves[tp] = zp.PartitionState(b, s.leader_epoch + 1, s.isr, self.epoch)
+                    moves[tp] = zp.PartitionState(b, s.leader_epoch + 1, s.isr, self._acting_epoch())
         changed = await self._write_states(moves)
         if changed:
             log.info("controller: preferred replica election moved %d leaders", len(changed))
@@ -274,7 +286,7 @@ class Controller:
                 if (topic, p) not in self.states:
                     alive = [r for r in replicas if r in self.live]
                     leader = alive[0] if alive else zp.NO_LEADER
-                    new[(topic, p)] = zp.PartitionState(leader, 0, alive, self.epoch)
+                    new[(topic, p)] = zp.PartitionState(leader, 0, alive, self._acting_epoch())
         if not new:
             return []
         results = await self.zk.create_partition_states(new, controller_epoch_zk_version=self.epoch_zk_version)
@@ -322,7 +334,12 @@ class Controller:
                 if tps:
                     self._send_leader_and_isr(b, tps)
 
-    def _choose_leader(self, tp: TopicPartition, isr: list[int], exclude: set[int] = frozenset()) -> tuple[int, bool]:
+    def _acting_epoch(self) -> int:
+        """The controller epoch this controller was elected with (set while it acts)."""
+        assert self.epoch is not None, "not the controller"
+        return self.epoch
+
+    def _choose_leader(self, tp: TopicPartition, isr: list[int], exclude: Set[int] = frozenset()) -> tuple[int, bool]:
         replicas = self._replicas(tp)
         for r in replicas:
             if r in self.live and r in isr and r not in exclude:
@@ -362,7 +379,7 @@ class Controller:
             done.append(tp)
         return done, stale
 
-    async def _elect_leaders(self, tps: list[TopicPartition], exclude: set[int] = frozenset()) -> list[TopicPartition]:
+    async def _elect_leaders(self, tps: list[TopicPartition], exclude: Set[int] = frozenset()) -> list[TopicPartition]:
         """Elect where needed; a write that met a newer partition state (re-read by
         _write_states) is decided again from that state, as Kafka retries."""
         done: list[TopicPartition] = []
@@ -378,7 +395,7 @@ class Controller:
             self.stats.election_ms.observe((time.perf_counter() - started) * 1000.0)
         return done
 
-    async def _elect_leaders_once(self, tps: list[TopicPartition], exclude: set[int]
+    async def _elect_leaders_once(self, tps: list[TopicPartition], exclude: Set[int]
                                   ) -> tuple[list[TopicPartition], list[TopicPartition]]:
         updates = {}
         unclean_tps = set()
@@ -394,10 +411,10 @@ class Controller:
                 if s.leader == zp.NO_LEADER:
                     continue
                 # Offline: keep the ISR as it was (it tells who may be elected cleanly later).
-                updates[tp] = zp.PartitionState(zp.NO_LEADER, s.leader_epoch + 1, s.isr, self.epoch)
+                updates[tp] = zp.PartitionState(zp.NO_LEADER, s.leader_epoch + 1, s.isr, self._acting_epoch())
                 continue
             isr = [leader] if unclean else [r for r in s.isr if r in self.live and r not in exclude]
-            updates[tp] = zp.PartitionState(leader, s.leader_epoch + 1, isr, self.epoch,
+            updates[tp] = zp.PartitionState(leader, s.leader_epoch + 1, isr, self._acting_epoch(),
                                             zp.LEADER_RECOVERY_RECOVERING if unclean else zp.LEADER_RECOVERY_RECOVERED)
             if unclean:
                 log.warning("controller: UNCLEAN leader election of %s-%d: %d", tp[0], tp[1], leader)
@@ -420,7 +437,7 @@ class Controller:
                     # Kafka never empties an ISR: its last member is the only replica that
                     # may later be elected without losing acknowledged records.
                     continue
-                updates[tp] = zp.PartitionState(s.leader, s.leader_epoch + 1, new_isr, self.epoch)
+                updates[tp] = zp.PartitionState(s.leader, s.leader_epoch + 1, new_isr, self._acting_epoch())
             written, stale = await self._write_states_reporting_stale(updates)
             done += written
             if not stale:

@@ -17,10 +17,15 @@ import asyncio
 import logging
 import time
 import uuid
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from clients.protocol.errors import Code, KafkaError
+from zkcoord.store import Coordinator
 
+from ..config import BrokerConfig
+from ..replication.replica_manager import ReplicaManager
+from ..topic_admin import TopicAdmin
 from . import records as R
 from .offsets import OFFSETS_TOPIC, CommittedOffset, OffsetStore
 from .state import (COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE, Group,
@@ -37,24 +42,52 @@ class GroupError(Exception):
         self.code = code
 
 
+@dataclass(frozen=True)
+class GroupSettings:
+    """The broker configs of the group coordinator and its offsets topic."""
+    num_partitions: int             # offsets.topic.num.partitions
+    replication_factor: int         # offsets.topic.replication.factor
+    segment_bytes: int              # offsets.topic.segment.bytes
+    min_session_ms: int             # group.min.session.timeout.ms
+    max_session_ms: int             # group.max.session.timeout.ms
+    initial_delay_ms: int           # group.initial.rebalance.delay.ms
+    max_group_size: int             # group.max.size
+    retention_ms: int               # offsets.retention.minutes, in ms
+    retention_check_ms: int         # offsets.retention.check.interval.ms
+    metadata_max_bytes: int         # offset.metadata.max.bytes
+
+    @classmethod
+    def from_config(cls, cfg: BrokerConfig) -> GroupSettings:
+        return cls(cfg.get("offsets.topic.num.partitions"), cfg.get("offsets.topic.replication.factor"),
+                   cfg.get("offsets.topic.segment.bytes"), cfg.get("group.min.session.timeout.ms"),
+                   cfg.get("group.max.session.timeout.ms"), cfg.get("group.initial.rebalance.delay.ms"),
+                   cfg.get("group.max.size"), cfg.get("offsets.retention.minutes") * 60_000,
+                   cfg.get("offsets.retention.check.interval.ms"), cfg.get("offset.metadata.max.bytes"))
+
+
 class GroupCoordinator:
-    def __init__(self, broker: Any, clock: Callable[[], float] = time.monotonic,
+    """Collaborators: the metadata store (does the offsets topic, or a committed topic,
+    exist), TopicAdmin (creates the offsets topic on first use) and the ReplicaManager (the
+    offsets topic's partitions, which this coordinator appends to and replays)."""
+
+    def __init__(self, settings: GroupSettings, store: Coordinator, topic_admin: TopicAdmin,
+                 replicas: ReplicaManager, clock: Callable[[], float] = time.monotonic,
                  wall_ms: Callable[[], int] = lambda: int(time.time() * 1000)):
-        cfg = broker.config
-        self.broker = broker
+        self.metadata_store = store
+        self.topic_admin = topic_admin
         self.clock = clock
         self.wall_ms = wall_ms
-        self.num_partitions = cfg.get("offsets.topic.num.partitions")
-        self.replication_factor = cfg.get("offsets.topic.replication.factor")
-        self.segment_bytes = cfg.get("offsets.topic.segment.bytes")
-        self.min_session_ms = cfg.get("group.min.session.timeout.ms")
-        self.max_session_ms = cfg.get("group.max.session.timeout.ms")
-        self.initial_delay_ms = cfg.get("group.initial.rebalance.delay.ms")
-        self.max_group_size = cfg.get("group.max.size")
-        self.retention_ms = cfg.get("offsets.retention.minutes") * 60_000
-        self.retention_check_s = cfg.get("offsets.retention.check.interval.ms") / 1000.0
-        self.metadata_max_bytes = cfg.get("offset.metadata.max.bytes")
-        self.store = OffsetStore(broker, self.num_partitions)
+        self.num_partitions = settings.num_partitions
+        self.replication_factor = settings.replication_factor
+        self.segment_bytes = settings.segment_bytes
+        self.min_session_ms = settings.min_session_ms
+        self.max_session_ms = settings.max_session_ms
+        self.initial_delay_ms = settings.initial_delay_ms
+        self.max_group_size = settings.max_group_size
+        self.retention_ms = settings.retention_ms
+        self.retention_check_s = settings.retention_check_ms / 1000.0
+        self.metadata_max_bytes = settings.metadata_max_bytes
+        self.store = OffsetStore(replicas, self.num_partitions)
         self.groups: dict[str, Group] = {}
         self.partitions: dict[int, str] = {}          # offsets partition -> LOADING / LOADED
         self.pending_deadlines: dict[tuple[str, str], float] = {}
@@ -67,7 +100,7 @@ class GroupCoordinator:
 
     async def ensure_offsets_topic(self) -> bool:
         """Create `__consumer_offsets` on first use, as Kafka does; False if it cannot be."""
-        if self.broker.coordinator.topic(OFFSETS_TOPIC) is not None:
+        if self.metadata_store.topic(OFFSETS_TOPIC) is not None:
             return True
         if self._creating is None:
             self._creating = asyncio.ensure_future(self._create_offsets_topic())
@@ -79,7 +112,7 @@ class GroupCoordinator:
 
     async def _create_offsets_topic(self) -> bool:
         try:
-            await self.broker.topic_admin.create(
+            await self.topic_admin.create(
                 OFFSETS_TOPIC, self.num_partitions, self.replication_factor,
                 configs={"cleanup.policy": "compact", "compression.type": "producer",
                          "segment.bytes": str(self.segment_bytes)})
@@ -104,10 +137,8 @@ class GroupCoordinator:
         for group_id in [g for g in self.groups if self.partition_for(g) == partition]:
             group = self.groups.pop(group_id)
             for m in group.members.values():
-                if m.awaiting_join:
-                    m.join_future.set_result(_join_error(Code.NOT_COORDINATOR, m.member_id))
-                if m.awaiting_sync:
-                    m.sync_future.set_result(_sync_result(Code.NOT_COORDINATOR))
+                m.answer_join(_join_error(Code.NOT_COORDINATOR, m.member_id))
+                m.answer_sync(_sync_result(Code.NOT_COORDINATOR))
         self.store.unload_partition(partition)
 
     async def _load(self, partition: int) -> None:
@@ -140,7 +171,7 @@ class GroupCoordinator:
                             [(v.protocol, m.subscription)] if v.protocol else [], m.assignment,
                             last_heartbeat=now)
             g.members[m.member_id] = member
-            if member.is_static:
+            if member.group_instance_id is not None:
                 g.static_members[member.group_instance_id] = member.member_id
         g.state = STABLE if g.members else EMPTY
         if g.leader_id not in g.members:
@@ -155,7 +186,7 @@ class GroupCoordinator:
         if status == LOADING:
             return Code.COORDINATOR_LOAD_IN_PROGRESS
         if status is None:
-            if self.broker.coordinator.topic(OFFSETS_TOPIC) is None:
+            if self.metadata_store.topic(OFFSETS_TOPIC) is None:
                 return Code.COORDINATOR_NOT_AVAILABLE
             return Code.NOT_COORDINATOR
         return 0
@@ -217,10 +248,8 @@ class GroupCoordinator:
         old_id = group.static_members[instance_id]
         old = group.members[old_id]
         # The old incarnation is fenced: anything it still waits for fails.
-        if old.awaiting_join:
-            old.join_future.set_result(_join_error(Code.FENCED_INSTANCE_ID, old_id))
-        if old.awaiting_sync:
-            old.sync_future.set_result(_sync_result(Code.FENCED_INSTANCE_ID))
+        old.answer_join(_join_error(Code.FENCED_INSTANCE_ID, old_id))
+        old.answer_sync(_sync_result(Code.FENCED_INSTANCE_ID))
         previous_leader = group.leader_id
         member = group.replace_static_member(instance_id, old_id, new_id)
         member.client_id, member.client_host = client_id, client_host
@@ -308,8 +337,7 @@ class GroupCoordinator:
         if group.is_(COMPLETING_REBALANCE):
             for m in group.members.values():
                 m.assignment = b""
-                if m.awaiting_sync:
-                    m.sync_future.set_result(_sync_result(Code.REBALANCE_IN_PROGRESS))
+                m.answer_sync(_sync_result(Code.REBALANCE_IN_PROGRESS))
         max_rebalance = max((m.rebalance_timeout_ms for m in group.members.values()), default=0) / 1000.0
         if group.is_(EMPTY) and self.initial_delay_ms > 0:
             group.initial_delay_remaining = now + self.initial_delay_ms / 1000.0
@@ -370,7 +398,7 @@ class GroupCoordinator:
         for m in joined:
             m.is_new = False
             m.last_heartbeat = now
-            m.join_future.set_result(self._join_response(group, m))
+            m.answer_join(self._join_response(group, m))
         log.info("group %s: generation %d with %d members, protocol %s, leader %s", group.group_id,
                  group.generation, len(group.members), group.protocol, group.leader_id)
 
@@ -421,8 +449,7 @@ class GroupCoordinator:
                 now = self.clock()
                 for m in group.members.values():
                     m.last_heartbeat = now     # everyone's session restarts with the assignment
-                    if m.awaiting_sync:
-                        m.sync_future.set_result(self._sync_ok(group, m))
+                    m.answer_sync(self._sync_ok(group, m))
         return await fut
 
     def _sync_ok(self, group: Group, member: Member) -> dict:
@@ -623,7 +650,7 @@ class GroupCoordinator:
         results: dict[tuple[str, int], int] = {}
         accepted: dict[tuple[str, int], CommittedOffset] = {}
         now = self.wall_ms()
-        topics = self.broker.coordinator.topics()
+        topics = self.metadata_store.topics()
         for (topic, partition), (offset, epoch, metadata) in commits.items():
             meta = topics.get(topic)
             if meta is None or partition not in meta.partitions:

@@ -11,10 +11,11 @@ import asyncio
 import logging
 import os
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 from clients.protocol.records import Record, build_batch, iter_batches
 
+from ..replication.replica_manager import ReplicaManager
 from . import records as R
 
 log = logging.getLogger(__name__)
@@ -52,8 +53,8 @@ class CommittedOffset:
 class OffsetStore:
     """Committed offsets of every group this broker coordinates; appends go to the log first."""
 
-    def __init__(self, broker: Any, num_partitions: int):
-        self.broker = broker
+    def __init__(self, replicas: ReplicaManager, num_partitions: int):
+        self.replicas = replicas
         self.num_partitions = num_partitions
         self.offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
 
@@ -61,10 +62,10 @@ class OffsetStore:
         return partition_for(group_id, self.num_partitions)
 
     # ------------------------------------------------------------------ writes
-    async def append(self, group_id: str, entries: list[tuple[bytes, bytes | None]]) -> None:
+    async def append(self, group_id: str, entries: Sequence[tuple[bytes, bytes | None]]) -> None:
         """Append records to the group's partition; raises the append's KafkaError."""
         batch = build_batch([Record(k, v) for k, v in entries])
-        self.broker.replicas.append(OFFSETS_TOPIC, self.partition_for(group_id), batch)
+        self.replicas.append(OFFSETS_TOPIC, self.partition_for(group_id), batch)
 
     async def commit(self, group_id: str, commits: dict[tuple[str, int], CommittedOffset]) -> None:
         await self.append(group_id, [
@@ -93,7 +94,7 @@ class OffsetStore:
     async def load_partition(self, partition: int) -> dict[str, Any]:
         """Replay one partition of the offsets topic; returns the latest group metadata per
         group found there (None for a deleted group). Offsets land in `self.offsets`."""
-        p = self.broker.replicas.get(OFFSETS_TOPIC, partition)
+        p = self.replicas.get(OFFSETS_TOPIC, partition)
         groups: dict[str, Any] = {}
         for chunk in self._replay(p.log):
             await asyncio.sleep(0)   # one chunk at a time: other connections keep being served
@@ -128,7 +129,7 @@ class OffsetStore:
                 break
             data = b"".join(os.pread(r.fileno, r.size, r.position) for r in info.regions)
             last = offset
-            chunk = []
+            chunk: list[tuple[bytes, bytes | None]] = []
             for batch in iter_batches(data):
                 if not batch.is_control:
                     chunk.extend((rec.key, rec.value) for rec in batch.records

@@ -71,6 +71,16 @@ class Member:
     def awaiting_sync(self) -> bool:
         return self.sync_future is not None and not self.sync_future.done()
 
+    def answer_join(self, response: dict) -> None:
+        """Complete the parked JoinGroup, if one is waiting."""
+        if self.join_future is not None and not self.join_future.done():
+            self.join_future.set_result(response)
+
+    def answer_sync(self, response: dict) -> None:
+        """Complete the parked SyncGroup, if one is waiting."""
+        if self.sync_future is not None and not self.sync_future.done():
+            self.sync_future.set_result(response)
+
 
 @dataclass
 class Group:
@@ -105,7 +115,7 @@ class Group:
         if not self.members:
             self.protocol_type = m.protocol_type
         self.members[m.member_id] = m
-        if m.is_static:
+        if m.group_instance_id is not None:
             self.static_members[m.group_instance_id] = m.member_id
         if self.leader_id is None:
             self.leader_id = m.member_id
@@ -114,7 +124,7 @@ class Group:
         m = self.members.pop(member_id, None)
         if m is None:
             return None
-        if m.is_static and self.static_members.get(m.group_instance_id) == member_id:
+        if m.group_instance_id is not None and self.static_members.get(m.group_instance_id) == member_id:
             del self.static_members[m.group_instance_id]
         if self.leader_id == member_id:
             self.leader_id = next(iter(self.members), None)

@@ -1,6 +1,6 @@
 """Broker metrics: Prometheus text and JSON on an HTTP port (`metrics.port`), Kafka's names.
 
-  stats.py       the counters the hot path updates (O(1) per request, plain ints)
+  (broker/stats.py holds the counters the hot path updates: O(1) per request, plain ints)
   collectors.py  broker state -> metric families at scrape time (Kafka JMX-exporter names)
   loop_lag.py    event-loop lag and GC pause monitors
   render.py      /metrics.json
@@ -14,17 +14,16 @@ prometheus_client's process, GC and platform collectors. The hot-path counters
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
 from prometheus_client.core import Metric
 
-from .collectors import BrokerCollector
+from .collectors import BrokerCollector, MetricSources
 from .http import MetricsHttpServer
 from .loop_lag import GcPauseMonitor, LoopLagMonitor
-from .stats import BrokerTopicStats, ControllerStats, RequestStats
+from ..stats import BrokerTopicStats, ControllerStats, RequestStats
 
-__all__ = ["BrokerMetrics", "BrokerTopicStats", "ControllerStats", "RequestStats"]
+__all__ = ["BrokerMetrics", "BrokerTopicStats", "ControllerStats", "MetricSources", "RequestStats"]
 
 log = logging.getLogger(__name__)
 
@@ -32,14 +31,14 @@ log = logging.getLogger(__name__)
 class BrokerMetrics:
     """The registry, the monitors and (when `port` >= 0) the HTTP listener of one broker."""
 
-    def __init__(self, broker: Any, host: str, port: int):
-        self.broker = broker
+    def __init__(self, sources: MetricSources, host: str, port: int):
+        self.broker_id = sources.broker_id
         self.host = host
         self.port = port
         self.loop_lag = LoopLagMonitor()
         self.gc_pauses = GcPauseMonitor()
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(BrokerCollector(broker, self))
+        self.registry.register(BrokerCollector(sources, self))
         ProcessCollector(registry=self.registry)
         GCCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
@@ -55,7 +54,7 @@ class BrokerMetrics:
     async def start(self) -> None:
         self.loop_lag.start()
         self.gc_pauses.start()
-        self.server = MetricsHttpServer(self.host, self.port, self.collect, self.broker.broker_id)
+        self.server = MetricsHttpServer(self.host, self.port, self.collect, self.broker_id)
         await self.server.start()
         log.info("metrics on http://%s:%d/metrics and /metrics.json", self.host, self.server.port)
 

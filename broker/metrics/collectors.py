@@ -23,13 +23,26 @@ offsets) per scrape; nothing is updated on the hot path.
 from __future__ import annotations
 
 import math
-from typing import Any, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterator, Protocol
 
 from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
                                     HistogramMetricFamily, Metric)
 from prometheus_client.registry import Collector
 
-from .stats import ERROR_NAMES, QUANTILES, TOPIC_METRICS, Histogram
+from zkcoord.store import BrokerInfo
+
+from ..group.coordinator import GroupCoordinator
+from ..log import LogManager
+from ..replication.replica_manager import ReplicaManager
+from ..server.fetch_sessions import FetchSessionCache
+from ..server.network import KafkaServer
+from .loop_lag import GcPauseMonitor, LoopLagMonitor
+from ..stats import (ERROR_NAMES, QUANTILES, TOPIC_METRICS, BrokerTopicStats, ControllerStats, Histogram,
+                     RequestStats)
+
+if TYPE_CHECKING:
+    from zkcoord.controller import Controller
 
 STATES = ("Stable", "PreparingRebalance", "CompletingRebalance", "Empty", "Dead")
 
@@ -63,11 +76,33 @@ def histogram(name: str, doc: str, label_names: list[str],
     return f
 
 
-class BrokerCollector(Collector):
-    """Every broker-side family; `broker` is a broker.main.Broker."""
+@dataclass
+class MetricSources:
+    """What the collectors read at scrape time."""
+    broker_id: int
+    advertised: BrokerInfo
+    cluster_mode: bool
+    topic_stats: BrokerTopicStats
+    request_stats: RequestStats
+    replicas: ReplicaManager
+    fetch_sessions: FetchSessionCache
+    log_manager: LogManager
+    groups: GroupCoordinator
+    controller: Controller | None
+    controller_stats: ControllerStats
+    servers: list[KafkaServer]          # filled as the listeners start
 
-    def __init__(self, broker: Any, monitors: Any = None):
-        self.broker = broker
+
+class Monitors(Protocol):
+    loop_lag: LoopLagMonitor
+    gc_pauses: GcPauseMonitor
+
+
+class BrokerCollector(Collector):
+    """Every broker-side family."""
+
+    def __init__(self, sources: MetricSources, monitors: Monitors | None = None):
+        self.sources = sources
         self.monitors = monitors
 
     def collect(self) -> Iterator[Metric]:
@@ -84,7 +119,7 @@ class BrokerCollector(Collector):
 
     # ------------------------------------------------------------------ identity
     def broker_info(self) -> Iterator[Metric]:
-        b = self.broker
+        b = self.sources
         yield gauge("strom_broker_info", "This broker: id, listener and mode (value 1).", 1,
                     {"broker_id": str(b.broker_id),
                      "advertised": f"{b.advertised.host}:{b.advertised.port}",
@@ -94,7 +129,7 @@ class BrokerCollector(Collector):
 
     # ------------------------------------------------------------------ BrokerTopicMetrics
     def topic_metrics(self) -> Iterator[Metric]:
-        stats = self.broker.topic_stats
+        stats = self.sources.topic_stats
         topics = sorted(stats.topics.items())
         for i, (name, doc) in enumerate(TOPIC_METRICS):
             c = CounterMetricFamily(f"kafka_server_brokertopicmetrics_{name}", doc, labels=["topic"])
@@ -105,7 +140,7 @@ class BrokerCollector(Collector):
 
     # ------------------------------------------------------------------ RequestMetrics
     def request_metrics(self) -> Iterator[Metric]:
-        rs = self.broker.request_stats
+        rs = self.sources.request_stats
         c = CounterMetricFamily("kafka_network_requestmetrics_requests",
                                 "Requests received, per API and version (RequestsPerSec).",
                                 labels=["request", "version"])
@@ -129,7 +164,7 @@ class BrokerCollector(Collector):
 
     # ------------------------------------------------------------------ ReplicaManager
     def replica_manager(self) -> Iterator[Metric]:
-        rm = self.broker.replicas
+        rm = self.sources.replicas
         partitions = leaders = urp = under_min = at_min = 0
         for p in rm.partitions.values():
             partitions += 1
@@ -162,7 +197,7 @@ class BrokerCollector(Collector):
 
     # ------------------------------------------------------------------ FetchSessionCache
     def fetch_sessions(self) -> Iterator[Metric]:
-        cache = self.broker.fetch_sessions
+        cache = self.sources.fetch_sessions
         pre = "kafka_server_fetchsessioncache_"
         yield gauge(pre + "numincrementalfetchsessions", "Incremental fetch sessions (KIP-227) held.",
                     len(cache))
@@ -175,7 +210,7 @@ class BrokerCollector(Collector):
 
     # ------------------------------------------------------------------ controller
     def controller(self) -> Iterator[Metric]:
-        b = self.broker
+        b = self.sources
         ctl = b.controller
         pre = "kafka_controller_kafkacontroller_"
         if ctl is None:   # standalone: this broker is the whole cluster and its controller
@@ -187,7 +222,7 @@ class BrokerCollector(Collector):
             offline = ctl.offline_partition_count() if active else 0
             n_topics = len(ctl.assignments) if active else 0
             n_parts = len(ctl.states) if active else 0
-            stats = ctl.stats
+            stats = self.sources.controller_stats
         yield gauge(pre + "activecontrollercount", "1 on the active controller, else 0.", active)
         yield gauge(pre + "offlinepartitionscount",
                     "Partitions without a live leader (reported by the active controller).", offline)
@@ -210,7 +245,7 @@ class BrokerCollector(Collector):
         start = GaugeMetricFamily("kafka_log_log_logstartoffset", "Log start offset.", labels=labels)
         end = GaugeMetricFamily("kafka_log_log_logendoffset", "Log end offset.", labels=labels)
         segs = GaugeMetricFamily("kafka_log_log_numlogsegments", "Segments.", labels=labels)
-        for plog in sorted(self.broker.log_manager.all_logs(), key=lambda lg: (lg.topic, lg.partition)):
+        for plog in sorted(self.sources.log_manager.all_logs(), key=lambda lg: (lg.topic, lg.partition)):
             lv = [plog.topic, str(plog.partition)]
             segments = plog.segments
             size.add_metric(lv, sum(s.size for s in segments))
@@ -221,7 +256,7 @@ class BrokerCollector(Collector):
 
     # ------------------------------------------------------------------ groups
     def groups(self) -> Iterator[Metric]:
-        gc_ = self.broker.group_coordinator
+        gc_ = self.sources.groups
         pre = "kafka_coordinator_group_groupmetadatamanager_"
         groups = list(gc_.groups.values())
         by_state = {s: 0 for s in STATES}
@@ -252,7 +287,7 @@ class BrokerCollector(Collector):
                                 "Log end (high watermark) minus committed offset.", labels=labels)
         lag_sum = GaugeMetricFamily("kafka_consumergroup_lag_sum", "Lag summed over the topic's partitions.",
                                     labels=["consumergroup", "topic"])
-        rm = self.broker.replicas
+        rm = self.sources.replicas
         for group_id in sorted(offsets):
             sums: dict[str, int] = {}
             for (topic, part), committed in sorted(offsets[group_id].items()):
@@ -282,7 +317,7 @@ class BrokerCollector(Collector):
             "response": "Responses sent.",
         }
         fams = {k: CounterMetricFamily(pre + k, doc, labels=labels) for k, doc in counters.items()}
-        for s in self.broker.servers:
+        for s in self.sources.servers:
             lv = [s.listener_name, "0"]
             count.add_metric(lv, s.connection_count)
             fams["connection_creation"].add_metric(lv, s.connections_created)

@@ -16,7 +16,7 @@ import gc
 import time
 from typing import Any, Callable
 
-from .stats import LAG_S_BUCKETS, Histogram
+from ..stats import LAG_S_BUCKETS, Histogram
 
 
 class LoopLagMonitor:

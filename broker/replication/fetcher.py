@@ -11,15 +11,20 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Callable
 
+from clients.aio.connection import BrokerConnection
 from clients.aio.errors import KafkaConnectionError
+from clients.aio.fetch_session import INITIAL_EPOCH, NO_SESSION, next_epoch
 from clients.aio.pool import ConnectionPool
 from clients.protocol.errors import Code, KafkaError, for_code
+from zkcoord.store import BrokerInfo
 
-from ..server.fetch_sessions import INITIAL_EPOCH, NO_SESSION, next_epoch
-
+from ..stats import BrokerTopicStats
 from .partition import Partition
+
+if TYPE_CHECKING:
+    from .replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +73,7 @@ class LeaderFetcher:
                     self._changed.clear()
                     await self._changed.wait()
                     continue
-                node = m.broker.metadata.broker(self.leader_id)
+                node = m.address_of(self.leader_id)
                 if node is None:
                     await asyncio.sleep(RETRY_BACKOFF_S)
                     continue
@@ -94,7 +99,7 @@ class LeaderFetcher:
                 self._restart_session()
                 await asyncio.sleep(1.0)
 
-    async def _truncate(self, conn: Any, states: list[FetchState]) -> None:
+    async def _truncate(self, conn: BrokerConnection, states: list[FetchState]) -> None:
         body = {"replica_id": self.manager.broker_id, "topics": _group_by_topic(
             states, lambda s: {"partition": s.partition.index, "current_leader_epoch": s.leader_epoch,
                                "leader_epoch": s.partition.log.latest_epoch})}
@@ -141,7 +146,7 @@ class LeaderFetcher:
         forgotten = [k for k in self._in_session if k not in fetching]
         return named, forgotten
 
-    async def _fetch(self, conn: Any, states: list[FetchState]) -> None:
+    async def _fetch(self, conn: BrokerConnection, states: list[FetchState]) -> None:
         cfg = self.manager.config
         named, forgotten = self._session_request(states)
         epoch = self.session_epoch
@@ -194,8 +199,8 @@ class LeaderFetcher:
                         log.warning("%s-%d: cannot append the leader's batches: %s", p.topic, p.index, e)
                         s.needs_truncation = True
                         continue
-                    self.manager.broker.topic_stats.replicated_in(p.topic, info.size)
-                self.manager.broker.replicas.follower_appended(p, r.high_watermark)
+                    self.manager.topic_stats.replicated_in(p.topic, info.size)
+                self.manager.replicas.follower_appended(p, r.high_watermark)
 
     def _delay(self, s: FetchState, code: int) -> None:
         # NOT_LEADER / FENCED / UNKNOWN epoch: the controller's next LeaderAndIsr sorts it out.
@@ -225,16 +230,25 @@ def _group_by_topic(states: list[FetchState], entry) -> list[dict]:
     return [{"topic": t, "partitions": ps} for t, ps in topics.items()]
 
 
+@dataclass(frozen=True)
+class FetcherSettings:
+    """replica.fetch.wait.max.ms, replica.fetch.max.bytes, replica.fetch.response.max.bytes."""
+    wait_ms: int
+    max_bytes: int
+    response_max_bytes: int
+
+
 class ReplicaFetcherManager:
     """Keeps one LeaderFetcher per leader broker for the partitions this broker follows."""
 
-    def __init__(self, broker: Any):
-        self.broker = broker
-        self.broker_id = broker.broker_id
-        c = broker.config
-        self.config = {"wait_ms": c.get("replica.fetch.wait.max.ms"),
-                       "max_bytes": c.get("replica.fetch.max.bytes"),
-                       "response_max_bytes": c.get("replica.fetch.response.max.bytes")}
+    def __init__(self, broker_id: int, settings: FetcherSettings, replicas: ReplicaManager,
+                 topic_stats: BrokerTopicStats, address_of: Callable[[int], BrokerInfo | None]):
+        self.broker_id = broker_id
+        self.config = {"wait_ms": settings.wait_ms, "max_bytes": settings.max_bytes,
+                       "response_max_bytes": settings.response_max_bytes}
+        self.replicas = replicas
+        self.topic_stats = topic_stats
+        self.address_of = address_of       # a live broker's advertised address, or None
         self.pool = ConnectionPool(client_id=f"broker-{self.broker_id}-fetcher")
         self.fetchers: dict[int, LeaderFetcher] = {}
         self._where: dict[tuple[str, int], int] = {}

@@ -21,7 +21,9 @@ from typing import Any, Awaitable, Callable
 
 from clients.protocol.errors import Code, UnknownTopicOrPartitionError
 
-from ..server.purgatory import FetchPurgatory, wait_or_resolve
+from ..log import LogConfig, LogManager
+
+from .purgatory import FetchPurgatory, wait_or_resolve
 from .partition import READ_COMMITTED, READ_UNCOMMITTED, Partition  # noqa: F401  (re-exported)
 
 log = logging.getLogger(__name__)
@@ -33,7 +35,7 @@ IsrWriter = Callable[[Partition, list[int]], Awaitable["tuple[list[int], int] | 
 
 
 class ReplicaManager:
-    def __init__(self, broker_id: int, log_manager: Any, purgatory: FetchPurgatory,
+    def __init__(self, broker_id: int, log_manager: LogManager, purgatory: FetchPurgatory,
                  isr_writer: IsrWriter | None = None, clock: Callable[[], float] = time.monotonic):
         self.broker_id = broker_id
         self.logs = log_manager
@@ -252,7 +254,7 @@ class ReplicaManager:
     def delete_partition(self, topic: str, partition: int) -> None:
         self.stop_replica(topic, partition, delete=True)
 
-    def update_log_config(self, topic: str, log_config: Any) -> None:
+    def update_log_config(self, topic: str, log_config: LogConfig) -> None:
         for (t, _), p in self.partitions.items():
             if t == topic:
                 p.log.update_config(log_config)

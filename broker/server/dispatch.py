@@ -1,8 +1,9 @@
 """api_key -> handler. The registry is also what ApiVersions answers from, so what is
 advertised is exactly what is implemented.
 
-A handler is `fn(broker, request: Struct, ctx: RequestContext) -> dict | None` (sync or
-async). It raises a `KafkaError` for a whole-request failure; the one catch-all here turns
+A handler is `fn(services, request: Struct, ctx: RequestContext) -> dict | None` (sync or
+async), where `services` is the broker's ApiServices seen through the handler module's own
+Protocol. It raises a `KafkaError` for a whole-request failure; the one catch-all here turns
 it, or any unexpected exception, into the API's error response when the API has a top-level
 error code, and otherwise closes the connection (never the broker).
 """
@@ -20,8 +21,9 @@ from clients.protocol.messages import API_BY_KEY, API_BY_NAME
 from clients.protocol.schema import Api, Struct
 from clients.protocol.types import DecodeError, Reader, Writer
 
-from ..metrics.stats import RequestStats
+from ..stats import RequestStats
 from .network import CloseConnection, ConnectionInfo, Response
+from .services import ApiServices
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +41,7 @@ class RequestContext:
         return self.header.api_version
 
 
-HandlerFn = Callable[[Any, Struct, RequestContext], "Awaitable[Any] | Any"]
+HandlerFn = Callable[[ApiServices, Any, RequestContext], "Awaitable[Any] | Any"]
 
 
 @dataclass
@@ -107,9 +109,9 @@ class Dispatcher:
     """Decodes a frame, runs its handler, encodes the response, and records the request in
     the broker's RequestStats (count, error codes counted by the encoder, total time)."""
 
-    def __init__(self, broker: Any):
-        self.broker = broker
-        self.stats: RequestStats = getattr(broker, "request_stats", None) or RequestStats()
+    def __init__(self, services: ApiServices, stats: RequestStats):
+        self.services = services
+        self.stats = stats
 
     async def __call__(self, frame: memoryview, conn: ConnectionInfo) -> Response | None:
         start = time.perf_counter()
@@ -138,7 +140,7 @@ class Dispatcher:
         conn.client_id = header.client_id
         ctx = RequestContext(header, conn, api)
         try:
-            result = handler.fn(self.broker, request, ctx)
+            result = handler.fn(self.services, request, ctx)
             if handler.is_async:
                 result = await result
         except KafkaError as e:

@@ -182,8 +182,9 @@ class FetchSessionCache:
         if self.max_sessions <= 0:
             return None
         if len(self._sessions) >= self.max_sessions:
-            victim = next(iter(self._sessions.values()))
-            if now - victim.last_used < self.eviction_s:
+            oldest = next(iter(self._sessions.values()))
+            victim: FetchSession | None = oldest
+            if now - oldest.last_used < self.eviction_s:
                 victim = None
                 if is_follower:
                     victim = next((s for s in self._sessions.values() if not s.is_follower), None)

@@ -2,11 +2,13 @@
 restart never reuses an id and the store is written once per block, not per producer."""
 from __future__ import annotations
 
+from zkcoord.store import Coordinator
+
 BLOCK_SIZE = 1000
 
 
 class ProducerIdManager:
-    def __init__(self, coordinator):
+    def __init__(self, coordinator: Coordinator) -> None:
         self.coordinator = coordinator
         self._next = 0
         self._end = 0

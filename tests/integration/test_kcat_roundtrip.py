@@ -2,7 +2,7 @@
 keyed records with headers per codec, consume them all back and verify them.
 
 librdkafka 2.0.2 enables a feature only when the broker's advertised ranges contain exact
-versions (DESIGN.md, "Compatibility traps"); when one is missing it does not fail, it quietly
+versions (docs/COMPATIBILITY.md); when one is missing it does not fail, it quietly
 drops timestamps or headers, skips idempotence or sends a batch uncompressed. This test is
 there to catch that: it runs the idempotent producer and checks the stored batches carry
 the requested codec, a producer id, and the headers.

@@ -22,14 +22,14 @@ async def standalone_broker(log_dir: Path, topics: dict[str, int]
     count, replication factor 1) created; logs and coordinator closed on the way out."""
     broker = Broker(BrokerConfig.from_dict({"log.dirs": str(log_dir),
                                             "listeners": "PLAINTEXT://127.0.0.1:0"}))
-    await broker.coordinator.start()
+    await broker.store.start()
     try:
         for name, partitions in topics.items():
             await broker.topic_admin.create(name, partitions, 1)
-        yield broker, Dispatcher(broker), ConnectionInfo(("127.0.0.1", 1), "PLAINTEXT")
+        yield broker, Dispatcher(broker.services, broker.request_stats), ConnectionInfo(("127.0.0.1", 1), "PLAINTEXT")
     finally:
         broker.log_manager.close()
-        await broker.coordinator.stop()
+        await broker.store.stop()
 
 
 def request_frame(api_name: str, body: dict, version: int, client_id: str = "test",

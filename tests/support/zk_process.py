@@ -1,6 +1,6 @@
 """A real ZooKeeper server for the cluster fixture (tests/support/cluster.py) and fault tests:
 tests/support/zookeeper.py's `ZooKeeperServer` (Debian's jar started in the foreground as
-FIELD-NOTES.md describes, on a free loopback port, with its own data directory) plus what
+QuorumPeerMain in the foreground, on a free loopback port, with its own data directory) plus what
 fault tests need: ready only once it *serves* (`ruok` answers imok a moment before the server
 accepts sessions, so `srvr` must report a mode too), restart on the same port and data,
 SIGSTOP/SIGCONT, extra zoo.cfg lines."""

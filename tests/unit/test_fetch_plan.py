@@ -10,11 +10,11 @@ from clients.protocol.schema import Struct
 
 
 def _plan(isolation: int) -> _FetchPlan:
-    broker = SimpleNamespace(replicas=SimpleNamespace(maybe_get=lambda topic, i: None))
+    replicas = SimpleNamespace(maybe_get=lambda topic, i: None)
     request = Struct(replica_id=-1, isolation_level=isolation, max_bytes=1 << 20)
     parts = [Struct(partition=i, fetch_offset=0, partition_max_bytes=1024, current_leader_epoch=-1)
              for i in range(2)]
-    return _FetchPlan(broker, request, 11, [("t", None, parts)])
+    return _FetchPlan(replicas, request, 11, [("t", None, parts)])
 
 
 def test_a_partition_in_error_answers_the_aborted_list_of_its_isolation_level() -> None:
@@ -49,13 +49,12 @@ def test_a_follower_position_outside_the_log_is_not_recorded(tmp_path) -> None:
         recorded.append((replica_id, offset))
         partition.update_follower(replica_id, offset, 0.0)
 
-    broker = SimpleNamespace(replicas=SimpleNamespace(
-        maybe_get=lambda topic, i: p, record_follower_fetch=record_follower_fetch))
+    replicas = SimpleNamespace(maybe_get=lambda topic, i: p, record_follower_fetch=record_follower_fetch)
     request = Struct(replica_id=1, isolation_level=0, max_bytes=1 << 20)
 
     def fetch_at(offset: int) -> int:
         rp = Struct(partition=0, fetch_offset=offset, partition_max_bytes=1024, current_leader_epoch=3)
-        plan = _FetchPlan(broker, request, 11, [("t", None, [rp])])
+        plan = _FetchPlan(replicas, request, 11, [("t", None, [rp])])
         plan.record_follower_positions()
         responses, _, _ = plan.read()
         return responses[0]["partitions"][0]["error_code"]

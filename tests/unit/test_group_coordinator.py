@@ -108,9 +108,8 @@ class Env:
         return self.broker.group_coordinator
 
     async def open(self) -> None:
-        b = Broker(BrokerConfig.from_dict(self.props))
-        await b.coordinator.start()
-        b.group_coordinator = GroupCoordinator(b, clock=self.clock.now, wall_ms=self.clock.wall_ms)
+        b = Broker(BrokerConfig.from_dict(self.props), clock=self.clock.now, wall_ms=self.clock.wall_ms)
+        await b.store.start()
         self.broker = b
 
     async def create(self) -> None:
@@ -127,8 +126,8 @@ class Env:
         await settle()
         self.close()
         await self.open()
-        for meta in list(self.broker.coordinator.topics().values()):
-            self.broker.apply_topic(meta)
+        for meta in list(self.broker.store.topics().values()):
+            self.broker.standalone.lead(meta)
         await self.wait_loaded()
 
     async def wait_loaded(self) -> None:
@@ -239,7 +238,7 @@ async def test_offsets_topic_is_created_on_first_use_compacted_with_configured_p
     try:
         assert env.gc.check("g") == Code.COORDINATOR_NOT_AVAILABLE     # no __consumer_offsets yet
         assert await env.gc.ensure_offsets_topic()
-        meta = env.broker.coordinator.topic(OFFSETS_TOPIC)
+        meta = env.broker.store.topic(OFFSETS_TOPIC)
         assert sorted(meta.partitions) == [0, 1, 2]
         assert meta.configs["cleanup.policy"] == "compact"
         assert all(env.broker.replicas.maybe_get(OFFSETS_TOPIC, p) is not None for p in range(3))
@@ -881,8 +880,8 @@ async def test_coordinator_load_in_progress_then_loaded(tmp_path):
         (a, b), leader, gen = await env.stable_group("g")
         env.close()
         await env.open()
-        for meta in list(env.broker.coordinator.topics().values()):
-            env.broker.apply_topic(meta)                  # loads are scheduled, none ran yet
+        for meta in list(env.broker.store.topics().values()):
+            env.broker.standalone.lead(meta)                  # loads are scheduled, none ran yet
         # Called directly, not as tasks: nothing below yields to the loads.
         assert env.gc.partitions[env.gc.partition_for("g")] == LOADING
         r = await env.gc.join("g", "", None, "consumer", RANGE, SESSION_MS, REBALANCE_MS, "c", "/h", 5)
@@ -900,8 +899,8 @@ async def test_heartbeat_and_sync_while_loading_answer_like_kafka(tmp_path):
         (a, b), leader, gen = await env.stable_group("g")
         env.close()
         await env.open()
-        for meta in list(env.broker.coordinator.topics().values()):
-            env.broker.apply_topic(meta)
+        for meta in list(env.broker.store.topics().values()):
+            env.broker.standalone.lead(meta)
         assert env.gc.partitions[env.gc.partition_for("g")] == LOADING
         assert env.heartbeat("g", gen, a) == 0
         r = await env.gc.sync("g", gen, a, None, None, None, {})      # directly: no yield to the load

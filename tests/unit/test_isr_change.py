@@ -15,7 +15,7 @@ import uuid
 
 from broker.log import LogConfig, PartitionLog
 from broker.replication.replica_manager import ReplicaManager
-from broker.server.purgatory import FetchPurgatory
+from broker.replication.purgatory import FetchPurgatory
 from clients.protocol.records import Record, build_batch
 
 

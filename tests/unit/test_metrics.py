@@ -15,7 +15,7 @@ from broker.config import BrokerConfig
 from broker.metrics.collectors import BrokerCollector
 from broker.metrics.loop_lag import GcPauseMonitor, LoopLagMonitor
 from broker.metrics.render import families_to_dict, json_value, render_json, sample_value
-from broker.metrics.stats import (BrokerTopicStats, ControllerStats, Histogram, RequestStats,
+from broker.stats import (BrokerTopicStats, ControllerStats, Histogram, RequestStats,
                                   quantile_from_buckets)
 from clients.cli.strom_metrics import Snapshot, BrokerView, render, value
 
@@ -171,8 +171,7 @@ def fake_broker():
                   ("t", 1): SimpleNamespace(state=SimpleNamespace(leader=-1)),
                   ("u", 0): SimpleNamespace(state=SimpleNamespace(leader=7))}
     from zkcoord.controller import Controller
-    ctl = SimpleNamespace(active=True, states=ctl_states, live={0, 1}, assignments={"t": {}, "u": {}},
-                          stats=ControllerStats())
+    ctl = SimpleNamespace(active=True, states=ctl_states, live={0, 1}, assignments={"t": {}, "u": {}})
     ctl.offline_partition_count = lambda: Controller.offline_partition_count(ctl)
     group = SimpleNamespace(group_id="g", state="Stable", members={"m1": None, "m2": None})
     committed = SimpleNamespace(offset=30)
@@ -189,8 +188,8 @@ def fake_broker():
         fetch_sessions=sessions,
         topic_stats=topic_stats, request_stats=request_stats,
         replicas=SimpleNamespace(partitions={("t", 0): led, ("t", 1): followed}, isr_shrinks=2, isr_expands=1),
-        controller=ctl, log_manager=SimpleNamespace(all_logs=lambda: [log]),
-        group_coordinator=SimpleNamespace(groups={"g": group},
+        controller=ctl, controller_stats=ControllerStats(), log_manager=SimpleNamespace(all_logs=lambda: [log]),
+        groups=SimpleNamespace(groups={"g": group},
                                           store=SimpleNamespace(offsets={"g": {("t", 0): committed,
                                                                                ("gone", 0): committed}})),
         servers=[server])

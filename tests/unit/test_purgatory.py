@@ -5,7 +5,7 @@ import asyncio
 
 import pytest
 
-from broker.server.purgatory import FetchPurgatory, wait_or_resolve
+from broker.replication.purgatory import FetchPurgatory, wait_or_resolve
 
 
 def test_notify_wakes_the_waiter_within_one_loop_pass() -> None:

@@ -1,12 +1,12 @@
 """DescribeConfigs, AlterConfigs, IncrementalAlterConfigs.
 
 Topic configs are stored as per-topic overrides in the coordinator; every other value comes
-from the broker's config with Kafka's synonyms and sources (broker/config.py).
+from the broker's config with Kafka's synonyms and sources (broker/config).
 
 Broker resources, as Kafka in ZooKeeper mode: "" is the cluster-wide default entity, a
 broker id is that broker (which must be the one answering: clients send it there). Altering
 them stores dynamic configs with the coordinator (/config/brokers/<default> or /<id>), and
-every broker puts them in force (Broker.apply_dynamic_configs). strom applies the keys
+every broker puts them in force (broker.dynamic_configs). strom applies the keys
 that are topic defaults (config.DYNAMIC_APPLIED) and refuses the others. Describing ""
 lists the dynamic defaults only, as Kafka does.
 """
@@ -14,8 +14,22 @@ from __future__ import annotations
 
 from clients.protocol.errors import Code, KafkaError, for_code
 
-from ...config import BROKER_CONFIG, CONFIG_SOURCE_IDS, TOPIC_CONFIG, ConfigEntry, ConfigError
-from ..dispatch import handles
+from typing import Protocol
+
+from zkcoord.store import Coordinator, TopicMetadata
+
+from ...config import BROKER_CONFIG, CONFIG_SOURCE_IDS, TOPIC_CONFIG, BrokerConfig, ConfigEntry, ConfigError
+from ...dynamic_configs import DynamicBrokerConfigs
+from ...topic_admin import TopicAdmin
+from ..dispatch import RequestContext, handles
+
+
+class ConfigServices(Protocol):
+    broker_id: int
+    config: BrokerConfig
+    store: Coordinator
+    topic_admin: TopicAdmin
+    dynamic_configs: DynamicBrokerConfigs
 
 TOPIC = 2
 BROKER = 4
@@ -39,14 +53,14 @@ def _source_id(source: str) -> int:
     return CONFIG_SOURCE_IDS[source]
 
 
-def topic_config_entries(broker, overrides: dict[str, str], include_synonyms: bool,
+def topic_config_entries(config: BrokerConfig, overrides: dict[str, str], include_synonyms: bool,
                          version: int = 4, include_docs: bool = False) -> list[dict]:
     return [_entry(e, version, include_synonyms, include_docs)
-            for e in broker.config.describe_topic_all(overrides)]
+            for e in config.describe_topic_all(overrides)]
 
 
 @handles("DescribeConfigs", (0, 4))
-def describe_configs(broker, request, ctx) -> dict:
+def describe_configs(services: ConfigServices, request, ctx: RequestContext) -> dict:
     v = ctx.version
     synonyms = request.include_synonyms if v >= 1 else False
     docs = request.include_documentation if v >= 3 else False
@@ -57,18 +71,18 @@ def describe_configs(broker, request, ctx) -> dict:
         keys = set(res.configuration_keys) if res.configuration_keys is not None else None
         try:
             if res.resource_type == TOPIC:
-                meta = broker.coordinator.topic(res.resource_name)
+                meta = services.store.topic(res.resource_name)
                 if meta is None:
                     raise _error(Code.UNKNOWN_TOPIC_OR_PARTITION,
                                  f"Topic '{res.resource_name}' does not exist.")
-                entries = broker.config.describe_topic_all(meta.configs)
+                entries = services.config.describe_topic_all(meta.configs)
             elif res.resource_type == BROKER:
-                if res.resource_name not in ("", str(broker.broker_id)):
+                if res.resource_name not in ("", str(services.broker_id)):
                     raise _error(Code.INVALID_REQUEST,
-                                 f"Unexpected broker id, expected {broker.broker_id} or empty string, "
+                                 f"Unexpected broker id, expected {services.broker_id} or empty string, "
                                  f"but received {res.resource_name}")
-                entries = (broker.config.describe_all() if res.resource_name
-                           else broker.config.describe_dynamic_defaults())
+                entries = (services.config.describe_all() if res.resource_name
+                           else services.config.describe_dynamic_defaults())
             elif res.resource_type == BROKER_LOGGER:
                 entries = []
             else:
@@ -85,29 +99,31 @@ def _error(code: int, message: str) -> KafkaError:
     return for_code(code)(message)
 
 
-def _alter_topic_check(broker, res) -> None:
+def _alter_topic_check(services: ConfigServices, res) -> TopicMetadata:
     if res.resource_type != TOPIC:
         raise _error(Code.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}")
-    if broker.coordinator.topic(res.resource_name) is None:
+    meta = services.store.topic(res.resource_name)
+    if meta is None:
         raise _error(Code.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{res.resource_name}' does not exist.")
+    return meta
 
 
-def _broker_entity(broker, res) -> int | None:
+def _broker_entity(services: ConfigServices, res) -> int | None:
     """None for the cluster-wide default entity, else this broker's id (Kafka's getBrokerId)."""
     if res.resource_name == "":
         return None
-    if res.resource_name != str(broker.broker_id):
-        raise _error(Code.INVALID_REQUEST, f"Unexpected broker id, expected {broker.broker_id}, "
+    if res.resource_name != str(services.broker_id):
+        raise _error(Code.INVALID_REQUEST, f"Unexpected broker id, expected {services.broker_id}, "
                                            f"but received {res.resource_name}")
-    return broker.broker_id
+    return services.broker_id
 
 
-async def _alter_broker(broker, res, new_configs, validate_only: bool) -> None:
-    entity = _broker_entity(broker, res)
+async def _alter_broker(services: ConfigServices, res, new_configs, validate_only: bool) -> None:
+    entity = _broker_entity(services, res)
     # As Kafka (fetchEntityConfig): what is stored now, not the watch's cache.
-    configs = new_configs(await broker.coordinator.fetch_broker_configs(entity))
+    configs = new_configs(await services.store.fetch_broker_configs(entity))
     try:
-        broker.check_dynamic_configs(entity, configs)
+        services.dynamic_configs.check(entity, configs)
     except ConfigError as e:
         # Kafka (ZooKeeper mode) answers every invalid broker config with INVALID_REQUEST.
         name = "" if entity is None else str(entity)
@@ -115,12 +131,11 @@ async def _alter_broker(broker, res, new_configs, validate_only: bool) -> None:
                                            f"ConfigResource(type=BROKER, name='{name}'): {e}") from None
     if validate_only:
         return
-    await broker.coordinator.set_broker_configs(entity, configs)
-    broker.apply_dynamic_configs(broker.coordinator.broker_configs(None),
-                                 broker.coordinator.broker_configs(broker.broker_id))
+    await services.store.set_broker_configs(entity, configs)
+    services.dynamic_configs.load()
 
 
-async def _alter_each(broker, request, new_configs) -> dict:
+async def _alter_each(services: ConfigServices, request, new_configs) -> dict:
     """Apply `new_configs(resource, current) -> dict` to each resource; one result each."""
     out = []
     for res in request.resources:
@@ -128,12 +143,11 @@ async def _alter_each(broker, request, new_configs) -> dict:
                  "resource_name": res.resource_name}
         try:
             if res.resource_type == BROKER:
-                await _alter_broker(broker, res, lambda cur: new_configs(res, cur, BROKER_CONFIG),
+                await _alter_broker(services, res, lambda cur: new_configs(res, cur, BROKER_CONFIG),
                                     request.validate_only)
             else:
-                _alter_topic_check(broker, res)
-                current = broker.coordinator.topic(res.resource_name).configs
-                await broker.topic_admin.set_configs(
+                current = _alter_topic_check(services, res).configs
+                await services.topic_admin.set_configs(
                     res.resource_name, new_configs(res, current, TOPIC_CONFIG), request.validate_only)
         except KafkaError as e:
             entry.update(error_code=e.code, error_message=e.message)
@@ -142,10 +156,10 @@ async def _alter_each(broker, request, new_configs) -> dict:
 
 
 @handles("AlterConfigs", (0, 2))
-async def alter_configs(broker, request, ctx) -> dict:
+async def alter_configs(services: ConfigServices, request, ctx: RequestContext) -> dict:
     # AlterConfigs replaces the whole set of overrides.
     # Entries without a value are dropped, as Kafka's ZkAdminManager.alterConfigs does.
-    return await _alter_each(broker, request, lambda res, current, table: {
+    return await _alter_each(services, request, lambda res, current, table: {
         c.name: c.value for c in res.configs if c.value is not None})
 
 
@@ -177,6 +191,6 @@ def _apply_ops(current: dict[str, str], ops, table) -> dict[str, str]:
 
 
 @handles("IncrementalAlterConfigs", (0, 1))
-async def incremental_alter_configs(broker, request, ctx) -> dict:
+async def incremental_alter_configs(services: ConfigServices, request, ctx: RequestContext) -> dict:
     return await _alter_each(
-        broker, request, lambda res, current, table: _apply_ops(current, res.configs, table))
+        services, request, lambda res, current, table: _apply_ops(current, res.configs, table))

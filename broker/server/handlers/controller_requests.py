@@ -7,58 +7,77 @@ change leadership (invariant 4).
 from __future__ import annotations
 
 import uuid
+from typing import Protocol
 
 from clients.protocol.errors import Code
+from zkcoord.controller import Controller
+from zkcoord.store import BrokerInfo, Coordinator
 
+from ...group.coordinator import GroupCoordinator
 from ...group.offsets import OFFSETS_TOPIC
-from ...metadata_cache import PartitionInfo
-from ..dispatch import handles
-from zkcoord.store import BrokerInfo
+from ...metadata_cache import MetadataCache, PartitionInfo
+from ...replication.purgatory import FetchPurgatory
+from ...replication.replica_manager import ReplicaManager
+from ...topic_configs import TopicConfigResolver
+from ..dispatch import RequestContext, handles
 
 
-def _stale(broker, controller_epoch: int) -> bool:
-    if controller_epoch < broker.replicas.controller_epoch:
+class ControllerRequestServices(Protocol):
+    broker_id: int
+    listener_name: str
+    store: Coordinator
+    metadata: MetadataCache
+    replicas: ReplicaManager
+    purgatory: FetchPurgatory
+    topic_configs: TopicConfigResolver
+    groups: GroupCoordinator
+    controller: Controller | None
+
+
+def _stale(services: ControllerRequestServices, controller_epoch: int) -> bool:
+    if controller_epoch < services.replicas.controller_epoch:
         return True
-    broker.replicas.controller_epoch = controller_epoch
+    services.replicas.controller_epoch = controller_epoch
     return False
 
 
-def _topic_id(broker, name: str, given) -> uuid.UUID:
-    if given is not None and getattr(given, "int", 0):
+def _topic_id(services: ControllerRequestServices, name: str, given) -> uuid.UUID:
+    if isinstance(given, uuid.UUID) and given.int:
         return given
-    meta = broker.coordinator.topic(name)
+    meta = services.store.topic(name)
     return meta.topic_id if meta else uuid.UUID(int=0)
 
 
 @handles("LeaderAndIsr", (0, 7))
-def leader_and_isr(broker, request, ctx) -> dict:
+def leader_and_isr(services: ControllerRequestServices, request, ctx: RequestContext) -> dict:
     v = ctx.version
     if v >= 2:
         states = [(t.topic_name, t.topic_id if v >= 5 else None, s)
                   for t in request.topic_states for s in t.partition_states]
     else:
         states = [(s.topic_name, None, s) for s in request.ungrouped_partition_states]
-    if _stale(broker, request.controller_epoch):
+    if _stale(services, request.controller_epoch):
         errors = [(name, tid, s.partition_index, Code.STALE_CONTROLLER_EPOCH) for name, tid, s in states]
-        return _leader_and_isr_response(broker, v, Code.STALE_CONTROLLER_EPOCH, errors)
+        return _leader_and_isr_response(v, Code.STALE_CONTROLLER_EPOCH, errors)
     errors = []
     for name, given_id, s in states:
-        topic_id = _topic_id(broker, name, given_id)
-        meta = broker.coordinator.topic(name)
-        cfg = broker.log_config_for(meta) if meta is not None else broker.default_log_config()
-        code = broker.replicas.apply_partition_state(
+        topic_id = _topic_id(services, name, given_id)
+        meta = services.store.topic(name)
+        cfg = (services.topic_configs.log_config_for(meta) if meta is not None
+               else services.topic_configs.default_log_config())
+        code = services.replicas.apply_partition_state(
             name, topic_id, s.partition_index, s.leader, s.leader_epoch, list(s.isr), list(s.replicas),
             s.zk_version, cfg, s.controller_epoch)
         errors.append((name, topic_id, s.partition_index, code))
         if code == 0 and name == OFFSETS_TOPIC:
-            if s.leader == broker.broker_id:
-                broker.group_coordinator.on_become_leader(s.partition_index)
+            if s.leader == services.broker_id:
+                services.groups.on_become_leader(s.partition_index)
             else:
-                broker.group_coordinator.on_resign(s.partition_index)
-    return _leader_and_isr_response(broker, v, 0, errors)
+                services.groups.on_resign(s.partition_index)
+    return _leader_and_isr_response(v, 0, errors)
 
 
-def _leader_and_isr_response(broker, v: int, code: int, errors: list) -> dict:
+def _leader_and_isr_response(v: int, code: int, errors: list) -> dict:
     if v < 5:
         return {"error_code": code, "partition_errors": [
             {"topic_name": n, "partition_index": p, "error_code": e} for n, _, p, e in errors]}
@@ -70,17 +89,17 @@ def _leader_and_isr_response(broker, v: int, code: int, errors: list) -> dict:
 
 
 @handles("UpdateMetadata", (0, 8))
-def update_metadata(broker, request, ctx) -> dict:
+def update_metadata(services: ControllerRequestServices, request, ctx: RequestContext) -> dict:
     v = ctx.version
-    if _stale(broker, request.controller_epoch):
+    if _stale(services, request.controller_epoch):
         return {"error_code": Code.STALE_CONTROLLER_EPOCH}
-    cache = broker.metadata
+    cache = services.metadata
     brokers = {}
     for b in request.live_brokers:
         if v == 0:
             host, port = b.v0_host, b.v0_port
         else:
-            ep = next((e for e in b.endpoints if e.listener == broker.listener_name), None) \
+            ep = next((e for e in b.endpoints if e.listener == services.listener_name), None) \
                 or (b.endpoints[0] if b.endpoints else None)
             if ep is None:
                 continue
@@ -98,12 +117,12 @@ def update_metadata(broker, request, ctx) -> dict:
         cache.set_partition(name, s.partition_index, PartitionInfo(
             s.leader, s.leader_epoch, list(s.replicas), list(s.isr),
             list(s.offline_replicas) if v >= 4 else []))
-    broker.purgatory.notify_all()
+    services.purgatory.notify_all()
     return {"error_code": 0}
 
 
 @handles("StopReplica", (0, 4))
-def stop_replica(broker, request, ctx) -> dict:
+def stop_replica(services: ControllerRequestServices, request, ctx: RequestContext) -> dict:
     v = ctx.version
     if v >= 3:
         targets = [(t.topic_name, s.partition_index, s.delete_partition)
@@ -113,20 +132,20 @@ def stop_replica(broker, request, ctx) -> dict:
     else:
         targets = [(t.topic_name, t.partition_index, request.delete_partitions)
                    for t in request.ungrouped_partitions]
-    if _stale(broker, request.controller_epoch):
+    if _stale(services, request.controller_epoch):
         return {"error_code": Code.STALE_CONTROLLER_EPOCH, "partition_errors": []}
     errors = []
     for name, index, delete in targets:
-        broker.replicas.stop_replica(name, index, delete)
+        services.replicas.stop_replica(name, index, delete)
         if name == OFFSETS_TOPIC:
-            broker.group_coordinator.on_resign(index)
+            services.groups.on_resign(index)
         errors.append({"topic_name": name, "partition_index": index, "error_code": 0})
     return {"error_code": 0, "partition_errors": errors}
 
 
 @handles("ControlledShutdown", (0, 3))
-async def controlled_shutdown(broker, request, ctx) -> dict:
-    controller = broker.controller
+async def controlled_shutdown(services: ControllerRequestServices, request, ctx: RequestContext) -> dict:
+    controller = services.controller
     remaining = await controller.controlled_shutdown(request.broker_id) if controller is not None else None
     if remaining is None:
         return {"error_code": Code.NOT_CONTROLLER, "remaining_partitions": []}

@@ -13,11 +13,21 @@ from __future__ import annotations
 from clients.protocol.errors import Code
 from clients.protocol.messages.group import COORDINATOR_GROUP, COORDINATOR_TRANSACTION
 
+from typing import Protocol
+
+from ...group.coordinator import GroupCoordinator
 from ...group.offsets import OFFSETS_TOPIC
-from ..dispatch import handles
+from ...metadata_cache import MetadataCache
+from ..dispatch import RequestContext, handles
 
 
-async def _lookup(broker, key: str, key_type: int) -> dict:
+class CoordinatorLookupServices(Protocol):
+    cluster_mode: bool
+    metadata: MetadataCache
+    groups: GroupCoordinator
+
+
+async def _lookup(services: CoordinatorLookupServices, key: str, key_type: int) -> dict:
     none = {"node_id": -1, "host": "", "port": -1}
     if key_type == COORDINATOR_TRANSACTION:
         return {**none, "error_code": Code.COORDINATOR_NOT_AVAILABLE,
@@ -27,14 +37,14 @@ async def _lookup(broker, key: str, key_type: int) -> dict:
                 "error_message": f"Unknown coordinator key type {key_type}."}
     if not key:
         return {**none, "error_code": Code.INVALID_REQUEST, "error_message": "Empty group id."}
-    coordinator = broker.group_coordinator
+    coordinator = services.groups
     if not await coordinator.ensure_offsets_topic():
         return {**none, "error_code": Code.COORDINATOR_NOT_AVAILABLE,
                 "error_message": f"The coordinator is not available: {OFFSETS_TOPIC} cannot be created."}
-    if broker.cluster_mode:
-        await broker.wait_for_leaders(OFFSETS_TOPIC, coordinator.num_partitions, 5.0)
-    info = broker.metadata.partition(OFFSETS_TOPIC, coordinator.partition_for(key))
-    node = broker.node(info.leader) if info is not None and info.leader >= 0 else None
+    if services.cluster_mode:
+        await services.metadata.wait_for_leaders(OFFSETS_TOPIC, coordinator.num_partitions, 5.0)
+    info = services.metadata.partition(OFFSETS_TOPIC, coordinator.partition_for(key))
+    node = services.metadata.broker(info.leader) if info is not None and info.leader >= 0 else None
     if node is None:
         return {**none, "error_code": Code.COORDINATOR_NOT_AVAILABLE,
                 "error_message": "The coordinator is not available."}
@@ -43,10 +53,10 @@ async def _lookup(broker, key: str, key_type: int) -> dict:
 
 
 @handles("FindCoordinator", (0, 4))
-async def find_coordinator(broker, request, ctx) -> dict:
+async def find_coordinator(services: CoordinatorLookupServices, request, ctx: RequestContext) -> dict:
     key_type = request.key_type if ctx.version >= 1 else COORDINATOR_GROUP
     if ctx.version >= 4:
         # KIP-699: one answer per key, no top-level error.
         return {"throttle_time_ms": 0, "coordinators": [
-            {"key": key, **await _lookup(broker, key, key_type)} for key in request.coordinator_keys]}
-    return {"throttle_time_ms": 0, **await _lookup(broker, request.key, key_type)}
+            {"key": key, **await _lookup(services, key, key_type)} for key in request.coordinator_keys]}
+    return {"throttle_time_ms": 0, **await _lookup(services, request.key, key_type)}

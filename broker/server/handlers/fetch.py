@@ -12,13 +12,23 @@ the topic's bytes-out (replication-bytes-out for a follower) or counts a failed 
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Protocol
 
 from clients.protocol.errors import Code, KafkaError
 
-from ...replication.replica_manager import READ_COMMITTED
-from ..dispatch import handles
-from ..fetch_sessions import open_context
+from ...stats import BrokerTopicStats
+from ...replication.purgatory import FetchPurgatory
+from ...replication.partition import Partition
+from ...replication.replica_manager import READ_COMMITTED, ReplicaManager
+from ..dispatch import RequestContext, handles
+from ..fetch_sessions import FetchSessionCache, open_context
+
+
+class FetchServices(Protocol):
+    replicas: ReplicaManager
+    purgatory: FetchPurgatory
+    fetch_sessions: FetchSessionCache
+    topic_stats: BrokerTopicStats
 
 
 def check_leader_epoch(partition, requested: int) -> int:
@@ -53,17 +63,16 @@ def _forgotten(request, version: int) -> list[tuple[Any, list[int]]]:
 class _FetchPlan:
     """The resolved partitions of one fetch request, read again after each wake-up."""
 
-    def __init__(self, broker, request, version: int, topics: list[tuple[Any, Any, list]]):
+    def __init__(self, replicas: ReplicaManager, request, version: int, topics: list[tuple[Any, Any, list]]):
         """`topics`: (name or None, topic id, partitions) from the request or a session;
         a partition has `partition`, `fetch_offset`, `partition_max_bytes` and
         `current_leader_epoch` either way."""
-        self.broker = broker
+        self.replicas = replicas
         self.version = version
         self.replica_id = replica_id_of(request, version)
         self.isolation = request.isolation_level if version >= 4 else 0
         self.max_bytes = request.max_bytes if version >= 3 else 2 ** 31 - 1
         self.topics = []   # (response key dict, [(request partition, Partition or error code)])
-        replicas = broker.replicas
         for name, topic_id, partitions in topics:
             if version >= 13:
                 key = {"topic_id": topic_id, "topic": name or ""}
@@ -71,7 +80,7 @@ class _FetchPlan:
             else:
                 key = {"topic": name}
                 missing = Code.UNKNOWN_TOPIC_OR_PARTITION
-            parts = []
+            parts: list[tuple[Any, Partition | int]] = []   # a partition, or its error code
             for rp in partitions:
                 p = replicas.maybe_get(name, rp.partition) if name else None
                 if p is None:
@@ -96,7 +105,7 @@ class _FetchPlan:
                 # count as the follower holding records it does not have.
                 if not isinstance(p, int) \
                         and p.log.log_start_offset <= rp.fetch_offset <= p.log.log_end_offset:
-                    self.broker.replicas.record_follower_fetch(p, self.replica_id, rp.fetch_offset)
+                    self.replicas.record_follower_fetch(p, self.replica_id, rp.fetch_offset)
 
     def read(self) -> tuple[list[dict], int, bool]:
         """(topic responses, bytes of records, whether any partition has an error)."""
@@ -106,13 +115,13 @@ class _FetchPlan:
         min_one = self.version >= 3   # KIP-74: the first batch always fits
         follower = self.replica_id >= 0
         isolation = self.isolation
-        aborted = [] if isolation == READ_COMMITTED else None
+        aborted: list | None = [] if isolation == READ_COMMITTED else None
         zstd_refused = self.version < 10 and not follower
         responses = []
         for key, parts in self.topics:
             out = []
             for rp, p in parts:
-                if p.__class__ is int:
+                if isinstance(p, int):
                     any_error = True
                     out.append(_error_entry(rp.partition, p, aborted))
                     continue
@@ -157,13 +166,13 @@ def _error_entry(partition: int, code: int, aborted: list | None) -> dict:
 
 
 @handles("Fetch", (0, 16))
-async def fetch(broker, request, ctx) -> dict:
+async def fetch(services: FetchServices, request, ctx: RequestContext) -> dict:
     v = ctx.version
-    replicas = broker.replicas
+    replicas = services.replicas
     topics = _request_topics(replicas, request, v)
     session_ctx = None
     if v >= 7:
-        session_ctx = open_context(broker.fetch_sessions, request.session_id, request.session_epoch,
+        session_ctx = open_context(services.fetch_sessions, request.session_id, request.session_epoch,
                                    replica_id_of(request, v) >= 0, topics,
                                    _forgotten(request, v))
         if session_ctx.error:
@@ -171,7 +180,7 @@ async def fetch(broker, request, ctx) -> dict:
                     "responses": []}
         if session_ctx.session is not None:
             topics = session_ctx.session.topics(replicas.topic_name_for_id if v >= 13 else None)
-    plan = _FetchPlan(broker, request, v, topics)
+    plan = _FetchPlan(replicas, request, v, topics)
     plan.record_follower_positions()
     deadline = time.monotonic() + max(0, request.max_wait_ms) / 1000.0
     while True:
@@ -179,13 +188,13 @@ async def fetch(broker, request, ctx) -> dict:
         wait = deadline - time.monotonic()
         if total >= request.min_bytes or any_error or wait <= 0 or not plan.keys():
             break
-        await broker.purgatory.wait(plan.keys(), wait)
+        await services.purgatory.wait(plan.keys(), wait)
         if ctx.conn.closed:
             break
-    _record_stats(broker.topic_stats, plan, responses)
+    _record_stats(services.topic_stats, plan, responses)
     session_id = 0
     if session_ctx is not None and session_ctx.session is not None:
-        if not session_ctx.still_current(broker.fetch_sessions):
+        if not session_ctx.still_current(services.fetch_sessions):
             return {"throttle_time_ms": 0, "error_code": Code.INVALID_FETCH_SESSION_EPOCH,
                     "session_id": 0, "responses": []}
         session_id = session_ctx.session.id

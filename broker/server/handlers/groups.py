@@ -2,7 +2,14 @@
 admin APIs DescribeGroups, ListGroups, DeleteGroups. The logic is in broker/group."""
 from __future__ import annotations
 
-from ..dispatch import handles
+from typing import Protocol
+
+from ...group.coordinator import GroupCoordinator
+from ..dispatch import RequestContext, handles
+
+
+class GroupServices(Protocol):
+    groups: GroupCoordinator
 
 
 def _client_host(ctx) -> str:
@@ -11,9 +18,9 @@ def _client_host(ctx) -> str:
 
 
 @handles("JoinGroup", (0, 9))
-async def join_group(broker, request, ctx) -> dict:
+async def join_group(services: GroupServices, request, ctx: RequestContext) -> dict:
     v = ctx.version
-    resp = await broker.group_coordinator.join(
+    resp = await services.groups.join(
         request.group_id, request.member_id, request.group_instance_id if v >= 5 else None,
         request.protocol_type, [(p.name, p.metadata) for p in request.protocols],
         request.session_timeout_ms, request.rebalance_timeout_ms if v >= 1 else -1,
@@ -22,9 +29,9 @@ async def join_group(broker, request, ctx) -> dict:
 
 
 @handles("SyncGroup", (0, 5))
-async def sync_group(broker, request, ctx) -> dict:
+async def sync_group(services: GroupServices, request, ctx: RequestContext) -> dict:
     v = ctx.version
-    resp = await broker.group_coordinator.sync(
+    resp = await services.groups.sync(
         request.group_id, request.generation_id, request.member_id,
         request.group_instance_id if v >= 3 else None,
         request.protocol_type if v >= 5 else None, request.protocol_name if v >= 5 else None,
@@ -33,19 +40,20 @@ async def sync_group(broker, request, ctx) -> dict:
 
 
 @handles("Heartbeat", (0, 4))
-def heartbeat(broker, request, ctx) -> dict:
-    code = broker.group_coordinator.heartbeat(request.group_id, request.generation_id, request.member_id,
+def heartbeat(services: GroupServices, request, ctx: RequestContext) -> dict:
+    code = services.groups.heartbeat(request.group_id, request.generation_id, request.member_id,
                                               request.group_instance_id if ctx.version >= 3 else None)
     return {"throttle_time_ms": 0, "error_code": code}
 
 
 @handles("LeaveGroup", (0, 5))
-def leave_group(broker, request, ctx) -> dict:
+def leave_group(services: GroupServices, request, ctx: RequestContext) -> dict:
+    leaving: list[tuple[str, str | None]]
     if ctx.version < 3:
         leaving = [(request.member_id, None)]
     else:
         leaving = [(m.member_id, m.group_instance_id) for m in request.members]
-    code, results = broker.group_coordinator.leave(request.group_id, leaving)
+    code, results = services.groups.leave(request.group_id, leaving)
     if ctx.version < 3:
         return {"throttle_time_ms": 0, "error_code": code or results[0]}
     return {"throttle_time_ms": 0, "error_code": code,
@@ -54,21 +62,21 @@ def leave_group(broker, request, ctx) -> dict:
 
 
 @handles("DescribeGroups", (0, 5))
-def describe_groups(broker, request, ctx) -> dict:
+def describe_groups(services: GroupServices, request, ctx: RequestContext) -> dict:
     return {"throttle_time_ms": 0,
-            "groups": [broker.group_coordinator.describe(g) for g in request.groups]}
+            "groups": [services.groups.describe(g) for g in request.groups]}
 
 
 @handles("ListGroups", (0, 4))
-def list_groups(broker, request, ctx) -> dict:
+def list_groups(services: GroupServices, request, ctx: RequestContext) -> dict:
     states = set(request.states_filter) if ctx.version >= 4 else set()
     return {"throttle_time_ms": 0, "error_code": 0,
-            "groups": broker.group_coordinator.list_groups(states)}
+            "groups": services.groups.list_groups(states)}
 
 
 @handles("DeleteGroups", (0, 2))
-async def delete_groups(broker, request, ctx) -> dict:
+async def delete_groups(services: GroupServices, request, ctx: RequestContext) -> dict:
     results = []
     for g in request.groups_names:
-        results.append({"group_id": g, "error_code": await broker.group_coordinator.delete_group(g)})
+        results.append({"group_id": g, "error_code": await services.groups.delete_group(g)})
     return {"throttle_time_ms": 0, "results": results}

@@ -3,22 +3,35 @@ from __future__ import annotations
 
 import uuid
 
-from clients.protocol.errors import Code, KafkaError
+from typing import Protocol
 
-from ..dispatch import handles
+from clients.protocol.errors import Code, KafkaError
+from zkcoord.store import Coordinator
+
+from ...config import BrokerConfig
+from ...metadata_cache import MetadataCache
+from ...topic_admin import TopicAdmin
+from ..dispatch import RequestContext, handles
+
+
+class MetadataServices(Protocol):
+    config: BrokerConfig
+    store: Coordinator
+    metadata: MetadataCache
+    topic_admin: TopicAdmin
 
 NO_OPERATIONS = -2147483648   # Kafka's "authorized operations not requested"
 
 
-def _brokers(broker) -> list[dict]:
+def _brokers(services: MetadataServices) -> list[dict]:
     return [{"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
-            for b in broker.metadata.alive_brokers()]
+            for b in services.metadata.alive_brokers()]
 
 
-def _partition_entries(broker, meta) -> list[dict]:
+def _partition_entries(services: MetadataServices, meta) -> list[dict]:
     out = []
     for index in sorted(meta.partitions):
-        info = broker.metadata.partition(meta.name, index)
+        info = services.metadata.partition(meta.name, index)
         if info is None or info.leader < 0:
             out.append({"error_code": Code.LEADER_NOT_AVAILABLE, "partition_index": index,
                         "leader_id": -1, "leader_epoch": info.leader_epoch if info else -1,
@@ -31,24 +44,24 @@ def _partition_entries(broker, meta) -> list[dict]:
     return out
 
 
-def _topic_entry(broker, meta) -> dict:
+def _topic_entry(services: MetadataServices, meta) -> dict:
     return {"error_code": 0, "name": meta.name, "topic_id": meta.topic_id,
-            "is_internal": meta.is_internal, "partitions": _partition_entries(broker, meta),
+            "is_internal": meta.is_internal, "partitions": _partition_entries(services, meta),
             "topic_authorized_operations": NO_OPERATIONS}
 
 
 @handles("Metadata", (0, 12))
-async def metadata(broker, request, ctx) -> dict:
+async def metadata(services: MetadataServices, request, ctx: RequestContext) -> dict:
     v = ctx.version
-    coordinator = broker.coordinator
+    coordinator = services.store
     topics = []
     # v0: an empty list means all topics; v1+: null means all, empty means none.
     if request.topics is None or (v == 0 and not request.topics):
         for name in sorted(coordinator.topics()):
-            topics.append(_topic_entry(broker, coordinator.topics()[name]))
+            topics.append(_topic_entry(services, coordinator.topics()[name]))
     else:
         allow_create = (request.allow_auto_topic_creation if v >= 4 else True) and \
-            broker.config.get("auto.create.topics.enable")
+            services.config.get("auto.create.topics.enable")
         for t in request.topics:
             name = t.name
             meta = None
@@ -62,7 +75,7 @@ async def metadata(broker, request, ctx) -> dict:
                 meta = coordinator.topic(name)
             if meta is None and allow_create:
                 try:
-                    meta = await broker.topic_admin.create(name)
+                    meta = await services.topic_admin.create(name)
                 except KafkaError as e:
                     if e.code != Code.TOPIC_ALREADY_EXISTS:
                         topics.append({"error_code": e.code, "name": name,
@@ -73,29 +86,29 @@ async def metadata(broker, request, ctx) -> dict:
                 topics.append({"error_code": Code.UNKNOWN_TOPIC_OR_PARTITION, "name": name,
                                "topic_id": uuid.UUID(int=0), "partitions": []})
                 continue
-            topics.append(_topic_entry(broker, meta))
+            topics.append(_topic_entry(services, meta))
     return {
         "throttle_time_ms": 0,
-        "brokers": _brokers(broker),
+        "brokers": _brokers(services),
         "cluster_id": coordinator.cluster_id,
-        "controller_id": broker.metadata.controller_id,
+        "controller_id": services.metadata.controller_id,
         "topics": topics,
         "cluster_authorized_operations": NO_OPERATIONS,
     }
 
 
 @handles("DescribeCluster", (0, 1))
-def describe_cluster(broker, request, ctx) -> dict:
+def describe_cluster(services: MetadataServices, request, ctx: RequestContext) -> dict:
     if ctx.version >= 1 and request.endpoint_type not in (1,):
         # Only brokers (endpoint type 1) are served by a broker listener.
         return {"error_code": Code.UNSUPPORTED_ENDPOINT_TYPE, "endpoint_type": request.endpoint_type,
-                "error_message": "Only brokers are served here", "cluster_id": broker.coordinator.cluster_id,
+                "error_message": "Only brokers are served here", "cluster_id": services.store.cluster_id,
                 "controller_id": -1, "brokers": []}
     return {
         "throttle_time_ms": 0, "error_code": 0, "error_message": None, "endpoint_type": 1,
-        "cluster_id": broker.coordinator.cluster_id,
-        "controller_id": broker.metadata.controller_id,
+        "cluster_id": services.store.cluster_id,
+        "controller_id": services.metadata.controller_id,
         "brokers": [{"broker_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
-                    for b in broker.metadata.alive_brokers()],
+                    for b in services.metadata.alive_brokers()],
         "cluster_authorized_operations": NO_OPERATIONS,
     }

@@ -1,11 +1,18 @@
 """OffsetCommit, OffsetFetch (single and multi-group), OffsetDelete."""
 from __future__ import annotations
 
-from ..dispatch import handles
+from typing import Protocol
+
+from ...group.coordinator import GroupCoordinator
+from ..dispatch import RequestContext, handles
+
+
+class OffsetCommitServices(Protocol):
+    groups: GroupCoordinator
 
 
 @handles("OffsetCommit", (0, 9))
-async def offset_commit(broker, request, ctx) -> dict:
+async def offset_commit(services: OffsetCommitServices, request, ctx: RequestContext) -> dict:
     v = ctx.version
     commits = {}
     for t in request.topics:
@@ -14,7 +21,7 @@ async def offset_commit(broker, request, ctx) -> dict:
                 p.committed_offset, p.committed_leader_epoch if v >= 6 else -1, p.committed_metadata)
     generation = request.generation_id_or_member_epoch if v >= 1 else -1
     member_id = request.member_id if v >= 1 else ""
-    results = await broker.group_coordinator.commit_offsets(
+    results = await services.groups.commit_offsets(
         request.group_id, generation, member_id, request.group_instance_id if v >= 7 else None, commits)
     return {"throttle_time_ms": 0, "topics": [
         {"name": t.name, "partitions": [
@@ -23,9 +30,9 @@ async def offset_commit(broker, request, ctx) -> dict:
         for t in request.topics]}
 
 
-def _fetch_group(broker, group_id: str, topics, version: int) -> tuple[int, list[dict]]:
+def _fetch_group(services: OffsetCommitServices, group_id: str, topics, version: int) -> tuple[int, list[dict]]:
     tps = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
-    code, found = broker.group_coordinator.fetch_offsets(group_id, tps)
+    code, found = services.groups.fetch_offsets(group_id, tps)
     if code:
         return code, [] if topics is None else [
             {"name": t.name, "partitions": [
@@ -43,16 +50,16 @@ def _fetch_group(broker, group_id: str, topics, version: int) -> tuple[int, list
 
 
 @handles("OffsetFetch", (0, 9))
-def offset_fetch(broker, request, ctx) -> dict:
+def offset_fetch(services: OffsetCommitServices, request, ctx: RequestContext) -> dict:
     v = ctx.version
     if v >= 8:
         groups = []
         for g in request.groups:
-            code, topics = _fetch_group(broker, g.group_id, g.topics, v)
+            code, topics = _fetch_group(services, g.group_id, g.topics, v)
             groups.append({"group_id": g.group_id, "topics": topics, "error_code": code})
         return {"throttle_time_ms": 0, "groups": groups}
     # v2+: null topics means every committed offset of the group.
-    code, out = _fetch_group(broker, request.group_id, request.topics, v)
+    code, out = _fetch_group(services, request.group_id, request.topics, v)
     if v < 2 and code:
         # v0/v1 have no top-level error: it goes on every partition.
         return {"throttle_time_ms": 0, "topics": out}
@@ -60,9 +67,9 @@ def offset_fetch(broker, request, ctx) -> dict:
 
 
 @handles("OffsetDelete", (0, 0))
-async def offset_delete(broker, request, ctx) -> dict:
+async def offset_delete(services: OffsetCommitServices, request, ctx: RequestContext) -> dict:
     tps = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
-    code, results = await broker.group_coordinator.delete_offsets(request.group_id, tps)
+    code, results = await services.groups.delete_offsets(request.group_id, tps)
     return {"error_code": code, "throttle_time_ms": 0, "topics": [] if code else [
         {"name": t.name, "partitions": [
             {"partition_index": p.partition_index, "error_code": results[(t.name, p.partition_index)]}

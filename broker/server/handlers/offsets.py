@@ -3,8 +3,15 @@ from __future__ import annotations
 
 from clients.protocol.errors import Code, KafkaError
 
-from ..dispatch import handles
+from typing import Protocol
+
+from ...replication.replica_manager import ReplicaManager
+from ..dispatch import RequestContext, handles
 from .fetch import check_leader_epoch
+
+
+class OffsetServices(Protocol):
+    replicas: ReplicaManager
 
 LATEST = -1
 EARLIEST = -2
@@ -13,8 +20,8 @@ EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
 
 
-def _leader_partition(broker, topic: str, index: int):
-    p = broker.replicas.maybe_get(topic, index)
+def _leader_partition(services: OffsetServices, topic: str, index: int):
+    p = services.replicas.maybe_get(topic, index)
     if p is None:
         return None, Code.UNKNOWN_TOPIC_OR_PARTITION
     if not p.is_leader:
@@ -44,7 +51,7 @@ def _lookup(p, timestamp: int, isolation: int, replica_id: int = -1) -> tuple[in
 
 
 @handles("ListOffsets", (0, 8))
-def list_offsets(broker, request, ctx) -> dict:
+def list_offsets(services: OffsetServices, request, ctx: RequestContext) -> dict:
     v = ctx.version
     isolation = request.isolation_level if v >= 2 else 0
     topics = []
@@ -53,7 +60,7 @@ def list_offsets(broker, request, ctx) -> dict:
         for rp in t.partitions:
             entry = {"partition_index": rp.partition_index, "error_code": 0,
                      "old_style_offsets": [], "timestamp": -1, "offset": -1, "leader_epoch": -1}
-            p, code = _leader_partition(broker, t.name, rp.partition_index)
+            p, code = _leader_partition(services, t.name, rp.partition_index)
             if p is not None and v >= 4:
                 code = check_leader_epoch(p, rp.current_leader_epoch)
             if code:
@@ -73,13 +80,13 @@ def list_offsets(broker, request, ctx) -> dict:
 
 
 @handles("OffsetForLeaderEpoch", (0, 4))
-def offset_for_leader_epoch(broker, request, ctx) -> dict:
+def offset_for_leader_epoch(services: OffsetServices, request, ctx: RequestContext) -> dict:
     topics = []
     for t in request.topics:
         parts = []
         for rp in t.partitions:
             entry = {"error_code": 0, "partition": rp.partition, "leader_epoch": -1, "end_offset": -1}
-            p, code = _leader_partition(broker, t.topic, rp.partition)
+            p, code = _leader_partition(services, t.topic, rp.partition)
             if p is not None and ctx.version >= 2:
                 code = check_leader_epoch(p, rp.current_leader_epoch)
             if code:
@@ -93,13 +100,13 @@ def offset_for_leader_epoch(broker, request, ctx) -> dict:
 
 
 @handles("DeleteRecords", (0, 2))
-def delete_records(broker, request, ctx) -> dict:
+def delete_records(services: OffsetServices, request, ctx: RequestContext) -> dict:
     topics = []
     for t in request.topics:
         parts = []
         for rp in t.partitions:
             entry = {"partition_index": rp.partition_index, "low_watermark": -1, "error_code": 0}
-            p, code = _leader_partition(broker, t.name, rp.partition_index)
+            p, code = _leader_partition(services, t.name, rp.partition_index)
             if code:
                 entry["error_code"] = code
             else:

@@ -15,7 +15,18 @@ import logging
 
 from clients.protocol.errors import Code, KafkaError, UnsupportedForMessageFormatError
 
-from ..dispatch import handles
+from typing import Protocol
+
+from ...metadata_cache import MetadataCache
+from ...stats import BrokerTopicStats
+from ...replication.replica_manager import ReplicaManager
+from ..dispatch import RequestContext, handles
+
+
+class ProduceServices(Protocol):
+    replicas: ReplicaManager
+    metadata: MetadataCache
+    topic_stats: BrokerTopicStats
 
 log = logging.getLogger(__name__)
 
@@ -31,9 +42,9 @@ _LOGGED_ERRORS = {
 
 
 @handles("Produce", (0, 10))
-async def produce(broker, request, ctx) -> dict | None:
+async def produce(services: ProduceServices, request, ctx: RequestContext) -> dict | None:
     acks = request.acks
-    stats = broker.topic_stats
+    stats = services.topic_stats
     results = []
     waits = []          # (entry, topic, partition, offset the high watermark must reach)
     for topic in request.topic_data:
@@ -48,7 +59,7 @@ async def produce(broker, request, ctx) -> dict | None:
                 elif pd.records is None or len(pd.records) == 0:
                     entry["error_code"] = Code.INVALID_RECORD if ctx.version >= 8 else Code.CORRUPT_MESSAGE
                 else:
-                    info = broker.replicas.append(topic.name, pd.index, pd.records, acks)
+                    info = services.replicas.append(topic.name, pd.index, pd.records, acks)
                     stats.produced(topic.name, info.record_count, len(pd.records))
                     entry["base_offset"] = info.first_offset
                     entry["log_append_time_ms"] = info.log_append_time
@@ -70,14 +81,14 @@ async def produce(broker, request, ctx) -> dict | None:
                             topic.name, pd.index, e.name, e.message)
             if entry["error_code"]:
                 stats.produce_failed(topic.name,
-                                     broker.metadata.partition(topic.name, 0) is not None)
+                                     services.metadata.partition(topic.name, 0) is not None)
             parts.append(entry)
         results.append({"name": topic.name, "partition_responses": parts})
     if acks == 0:
         return None
     if waits:
         timeout_s = max(request.timeout_ms, 0) / 1000.0
-        codes = await asyncio.gather(*(broker.replicas.wait_replicated(t, p, off, timeout_s)
+        codes = await asyncio.gather(*(services.replicas.wait_replicated(t, p, off, timeout_s)
                                        for _, t, p, off in waits))
         for (entry, _, _, _), code in zip(waits, codes):
             entry["error_code"] = code

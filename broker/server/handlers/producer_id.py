@@ -3,13 +3,20 @@ from __future__ import annotations
 
 from clients.protocol.errors import Code
 
-from ..dispatch import handles
+from typing import Protocol
+
+from ...txn.producer_ids import ProducerIdManager
+from ..dispatch import RequestContext, handles
+
+
+class ProducerIdServices(Protocol):
+    producer_ids: ProducerIdManager
 
 MAX_EPOCH = 32767
 
 
 @handles("InitProducerId", (0, 4))
-async def init_producer_id(broker, request, ctx) -> dict:
+async def init_producer_id(services: ProducerIdServices, request, ctx: RequestContext) -> dict:
     if request.transactional_id is not None:
         return {"error_code": Code.COORDINATOR_NOT_AVAILABLE, "producer_id": -1, "producer_epoch": -1}
     pid = request.producer_id if ctx.version >= 3 else -1
@@ -18,5 +25,5 @@ async def init_producer_id(broker, request, ctx) -> dict:
         # KIP-360: an idempotent producer that lost track of its sequences bumps its epoch
         # and keeps its id; the partitions reset its sequence on the new epoch.
         return {"error_code": 0, "producer_id": pid, "producer_epoch": epoch + 1, "throttle_time_ms": 0}
-    new_id = await broker.producer_ids.next_id()
+    new_id = await services.producer_ids.next_id()
     return {"error_code": 0, "producer_id": new_id, "producer_epoch": 0, "throttle_time_ms": 0}

@@ -3,13 +3,25 @@ from __future__ import annotations
 
 import uuid
 
-from clients.protocol.errors import Code, KafkaError
+from typing import Protocol
 
-from ..dispatch import handles
+from clients.protocol.errors import Code, KafkaError
+from zkcoord.store import Coordinator
+
+from ...config import BrokerConfig
+from ...topic_admin import TopicAdmin
+from ..dispatch import RequestContext, handles
+from .configs import topic_config_entries
+
+
+class TopicServices(Protocol):
+    config: BrokerConfig
+    store: Coordinator
+    topic_admin: TopicAdmin
 
 
 @handles("CreateTopics", (0, 7))
-async def create_topics(broker, request, ctx) -> dict:
+async def create_topics(services: TopicServices, request, ctx: RequestContext) -> dict:
     v = ctx.version
     validate_only = request.validate_only if v >= 1 else False
     results = []
@@ -25,7 +37,7 @@ async def create_topics(broker, request, ctx) -> dict:
         try:
             assignments = {a.partition_index: list(a.broker_ids) for a in t.assignments}
             configs = {c.name: c.value for c in t.configs}
-            meta = await broker.topic_admin.create(t.name, t.num_partitions, t.replication_factor,
+            meta = await services.topic_admin.create(t.name, t.num_partitions, t.replication_factor,
                                                    assignments, configs, validate_only)
         except KafkaError as e:
             entry.update(error_code=e.code, error_message=e.message)
@@ -36,14 +48,14 @@ async def create_topics(broker, request, ctx) -> dict:
             entry["configs"] = [
                 {"name": c["name"], "value": c["value"], "read_only": c["read_only"],
                  "config_source": c["config_source"], "is_sensitive": c["is_sensitive"]}
-                for c in broker.describe_topic_configs(meta.name, meta.configs)
+                for c in topic_config_entries(services.config, meta.configs, include_synonyms=False)
             ]
         results.append(entry)
     return {"throttle_time_ms": 0, "topics": results}
 
 
 @handles("DeleteTopics", (0, 6))
-async def delete_topics(broker, request, ctx) -> dict:
+async def delete_topics(services: TopicServices, request, ctx: RequestContext) -> dict:
     v = ctx.version
     if v >= 6:
         wanted = [(t.name, t.topic_id) for t in request.topics]
@@ -54,13 +66,13 @@ async def delete_topics(broker, request, ctx) -> dict:
         entry = {"name": name, "topic_id": topic_id or uuid.UUID(int=0), "error_code": 0, "error_message": None}
         try:
             if name is None and topic_id is not None:
-                meta = broker.coordinator.topic_by_id(topic_id)
+                meta = services.store.topic_by_id(topic_id)
                 if meta is None:
                     entry["error_code"] = Code.UNKNOWN_TOPIC_ID
                     out.append(entry)
                     continue
                 name = entry["name"] = meta.name
-            meta = await broker.topic_admin.delete(name)
+            meta = await services.topic_admin.delete(name)
             entry["topic_id"] = meta.topic_id
         except KafkaError as e:
             entry.update(error_code=e.code, error_message=e.message)
@@ -69,13 +81,13 @@ async def delete_topics(broker, request, ctx) -> dict:
 
 
 @handles("CreatePartitions", (0, 3))
-async def create_partitions(broker, request, ctx) -> dict:
+async def create_partitions(services: TopicServices, request, ctx: RequestContext) -> dict:
     out = []
     for t in request.topics:
         entry = {"name": t.name, "error_code": 0, "error_message": None}
         try:
             assignments = [list(a.broker_ids) for a in t.assignments] if t.assignments else None
-            await broker.topic_admin.add_partitions(t.name, t.count, assignments, request.validate_only)
+            await services.topic_admin.add_partitions(t.name, t.count, assignments, request.validate_only)
         except KafkaError as e:
             entry.update(error_code=e.code, error_message=e.message)
         out.append(entry)

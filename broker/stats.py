@@ -14,10 +14,10 @@ import time
 from bisect import bisect_left
 from typing import Callable, Iterable
 
-from clients.protocol.errors import _TABLE as _ERROR_TABLE
+from clients.protocol.errors import Code
 
 # Kafka's Errors enum names, by wire code (RequestMetrics' `error` tag).
-ERROR_NAMES: dict[int, str] = {code: name for code, name, _ in _ERROR_TABLE}
+ERROR_NAMES: dict[int, str] = {code: name for name, code in vars(Code).items() if name.isupper()}
 ERROR_NAMES.setdefault(0, "NONE")
 
 # Request latency buckets in milliseconds (Kafka reports request times in ms).
