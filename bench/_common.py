@@ -26,7 +26,7 @@ import time
 import zlib
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
@@ -86,16 +86,7 @@ def cpu_seconds_of(pid: int) -> float:
 
 # ---- statistics --------------------------------------------------------------------------
 
-def best_and_spread(values: list[float], higher_is_better: bool = True) -> dict[str, Any]:
-    vals = [v for v in values if v is not None]
-    if not vals:
-        return {"best": None, "spread": None, "runs": values}
-    best = max(vals) if higher_is_better else min(vals)
-    spread = (max(vals) - min(vals)) / best if best else 0.0
-    return {"best": best, "spread": spread, "median": statistics.median(vals), "runs": vals}
-
-
-def median_of_runs(values: list[float | None]) -> dict[str, Any]:
+def median_of_runs(values: Sequence[float | None]) -> dict[str, Any]:
     """The figure a table shows for a cell: the median of its runs (None runs are ignored),
     with n, min, max and the spread (max-min)/median. `enough` says whether there were at
     least MIN_RUNS runs, the least a figure that claims a target may rest on."""
@@ -256,7 +247,7 @@ def partition_sequence(partitions: int, records: int, max_records: int, spread: 
     produce_run asks librdkafka for): per record round-robin with spread="record", one
     CHUNK-record call after the other with spread="chunk"."""
     n = chunk_length(partitions, max_records, spread)
-    out = []
+    out: list[int] = []
     call = 0
     while len(out) < records:
         if spread == "record":
@@ -443,6 +434,7 @@ class StromBroker(System):
         self.bootstrap = self.proc.bootstrap
 
     def pids(self) -> list[int]:
+        assert self.proc.proc is not None
         return [self.proc.proc.pid]
 
     def close(self) -> None:
@@ -460,7 +452,7 @@ class StromCluster(System):
         self.bootstrap = self.cluster.bootstrap
 
     def pids(self) -> list[int]:
-        return [b.proc.pid for b in self.cluster.brokers]
+        return [b.proc.pid for b in self.cluster.brokers if b.proc is not None]
 
     def close(self) -> None:
         self.cluster.stop()
@@ -897,10 +889,6 @@ def page_reporting() -> dict[str, str]:
             except OSError:
                 pass
     return out
-
-
-def repeat(fn: Callable[[], Any], n: int) -> list[Any]:
-    return [fn() for _ in range(n)]
 
 
 # ---- a raw Fetch reader: per-batch work only --------------------------------------------------

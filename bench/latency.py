@@ -33,6 +33,7 @@ import struct
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -75,7 +76,7 @@ def _consume(bootstrap: str, topic: str, partitions: int, fetch_wait_ms: int, st
         m = poll(0.05)
         if m is not None and m.error() is None:
             t = now()
-            sent, seq = unpack(m.value())
+            sent, seq = unpack(m.value())  # type: ignore[arg-type]
             if sent >= start_ns.value:
                 if seq in seen:
                     duplicates += 1
@@ -240,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     info = machine()
     use_broker_repo(a.broker_repo, info)
     out = Results("latency", a, info)
-    results = []
+    results: list[dict[str, Any]] = []
     failed: list[str] = []
     with workdir() as wd:
         fill = PageCacheFill(wd / "ballast") if a.page_cache == "full" else None
@@ -279,14 +280,15 @@ def main(argv: list[str] | None = None) -> int:
           f"with the median p99 of its runs ({runs_note(a.repeats)}; every figure of a row from "
           f"that one run); page cache {'full' if fill else 'as found'}")
     rows = []
-    for r in results:
-        m = r["median_run_by_p99"]
+    for res_of in results:
+        m = res_of["median_run_by_p99"]
         if m is None:
             continue
-        rows.append([r["system"], m["achieved_mb_s"], m["acknowledged"], m["received"], m["lost"],
-                     m["p50_ms"], m["p99_ms"], m["p999_ms"], m["max_ms"],
-                     " / ".join(f"{x['p99_ms']:.1f}" for x in r["runs"]),
-                     f"{r['p99_ms']['spread']:.0%}" if r["p99_ms"]["spread"] is not None else None])
+        rows.append([res_of["system"], m["achieved_mb_s"], m["acknowledged"], m["received"],
+                     m["lost"], m["p50_ms"], m["p99_ms"], m["p999_ms"], m["max_ms"],
+                     " / ".join(f"{x['p99_ms']:.1f}" for x in res_of["runs"]),
+                     f"{res_of['p99_ms']['spread']:.0%}" if res_of["p99_ms"]["spread"] is not None
+                     else None])
     print_table(["system", "MB/s", "acked", "received", "lost", "p50 ms", "p99 ms", "p99.9 ms",
                  "max ms", "p99 of each run", "p99 spr"], rows)
     out.summary({"results": results, "failed": failed})

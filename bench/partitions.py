@@ -18,6 +18,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -53,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     info = machine()
     use_broker_repo(a.broker_repo, info)
     out = Results("partitions", a, info)
-    results = []
+    results: list[dict[str, Any]] = []
     with workdir() as wd:
         for n in (int(x) for x in a.counts.split(",")):
             sub = wd / f"p{n}"
@@ -91,18 +92,18 @@ def main(argv: list[str] | None = None) -> int:
                             "rss_with_topic": rss_topic, "rss_after_produce": rss_after,
                             "produce": median_of_runs([x["records_per_s"] for x in runs]),
                             "runs": runs})
-    costs = cost_vs_first([r["produce"]["median"] for r in results])
-    rows = [[r["partitions"], r["produce"]["median"], r["produce"]["median"] * a.record_size / 1e6,
-             f"{r['produce']['spread']:.0%}", f"{cost:.0%}" if cost is not None else None,
-             r["create_topic_s"], r["rss_idle"] / 2**20, r["rss_with_topic"] / 2**20,
-             r["rss_after_produce"] / 2**20] for r, cost in zip(results, costs)]
+    costs = cost_vs_first([x["produce"]["median"] for x in results])
+    rows = [[x["partitions"], x["produce"]["median"], x["produce"]["median"] * a.record_size / 1e6,
+             f"{x['produce']['spread']:.0%}", f"{cost:.0%}" if cost is not None else None,
+             x["create_topic_s"], x["rss_idle"] / 2**20, x["rss_with_topic"] / 2**20,
+             x["rss_after_produce"] / 2**20] for x, cost in zip(results, costs)]
     print()
     print(f"one broker, {a.record_size} B records, acks=1, records spread by {a.spread}, "
           f"{runs_note(a.repeats)} of {a.seconds} s (acknowledged records)")
     print_table(["partitions", "rec/s", "MB/s", "spread", "cost vs 1", "create s", "RSS idle MiB",
                  "RSS w/ topic MiB", "RSS after MiB"], rows)
-    for r, cost in zip(results, costs):
-        r["cost_vs_1"] = cost
+    for x, cost in zip(results, costs):
+        x["cost_vs_1"] = cost
     out.summary({"results": results})
     write_json(a.json, {"benchmark": "partitions", "args": vars(a), "machine": info,
                         "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "run_dir": str(out.dir),

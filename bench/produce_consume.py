@@ -103,7 +103,8 @@ def start(system: str, wd: Path):
 MOCK_CONSUME_PARTITIONS = 64
 
 
-def mock_consume(sut, topic: str, size: int, comp: str, a: argparse.Namespace) -> dict:
+def mock_consume(sut, topic: str, size: int, comp: str,
+                 a: argparse.Namespace) -> tuple[dict, dict | None]:
     """The mock keeps only ~5 MB / 100,000 records per partition: its consume ceiling reads
     everything it retained of a 64-partition topic filled for the purpose."""
     ctopic = topic + "-consume"
