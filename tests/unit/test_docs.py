@@ -108,3 +108,13 @@ def test_a_met_target_rests_on_three_runs_with_a_results_file_each():
             runs = [p for p in (ROOT / "bench" / "results" / d).glob("*.json")
                     if p.name != "summary.json"]
             assert len(runs) >= 3, f"bench/results/{d}/ has {len(runs)} run files: {row}"
+
+
+def test_readme_layout_names_directories_that_exist():
+    layout = README.read_text().split("## Layout", 1)[1].split("```")[1]
+    tops = re.findall(r"^([\w-]+)/ ", layout, re.M)
+    assert "broker" in tops and "bench" in tops
+    for top in tops:
+        assert (ROOT / top).is_dir(), f"README's layout names {top}/"
+    for sub in re.findall(r"\b([a-z_]+)/ \(", layout):
+        assert any((ROOT / top / sub).is_dir() for top in tops), f"README's layout names {sub}/"
