@@ -16,7 +16,10 @@ COMMIT=1) and whose value is `version int16 | coordinatorEpoch int32` (EndTransa
 
 Parsing is strict: any inconsistency inside a batch (count, lengths, offset deltas, utf-8)
 raises CorruptMessageError, never IndexError or struct.error. A trailing partial batch, which
-a fetch response may end with, is not an error: iteration just stops there.
+a fetch response may end with, is not an error: iteration just stops there. One decoder
+serves every reader: `iter_batches` and `records_from_fetch` give ConsumedRecord objects
+(the broker, the consumer), `decode_batch_columns` appends to RecordColumns, field by field
+(the Spark source's Arrow batches).
 
 Everything here is pure functions over immutable inputs: safe to call from any thread.
 """
@@ -25,7 +28,7 @@ from __future__ import annotations
 import struct
 import time
 from dataclasses import dataclass, field
-from typing import Iterator, Sequence
+from typing import Iterator, MutableSequence, Sequence
 
 from . import compression as _compression
 from .batch_header import (CONTROL, HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET,
@@ -79,6 +82,23 @@ class ConsumedRecord:
     producer_id: int = -1
     producer_epoch: int = -1
     sequence: int = -1             # baseSequence + offsetDelta, -1 when not idempotent
+
+
+@dataclass(slots=True)
+class RecordColumns:
+    """Decoded records field by field, entry i of every column from the same record: the
+    shape a columnar reader (Arrow) wants. `decode_batch_columns` appends to them. With
+    `headers` None the headers are checked but not kept."""
+
+    # Lists or array("q")s (an Arrow buffer without a copy).
+    offsets: MutableSequence[int] = field(default_factory=list)
+    timestamps: MutableSequence[int] = field(default_factory=list)   # ms, as ConsumedRecord's
+    keys: list[bytes | None] = field(default_factory=list)
+    values: list[bytes | None] = field(default_factory=list)
+    headers: list[list[tuple[str, bytes | None]]] | None = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.offsets)
 
 
 @dataclass(slots=True)
@@ -397,58 +417,101 @@ def parse_control_record(rec: ConsumedRecord) -> tuple[int, int]:
     return ctype, coordinator_epoch
 
 
+def decode_batch_columns(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader,
+                         columns: RecordColumns, *, verify_crc: bool = True,
+                         max_decompressed: int = _compression.DEFAULT_MAX_DECOMPRESSED) -> None:
+    """Append the records of the batch at `pos` of `buf` (its header as iter_batch_headers
+    gives it) to `columns`, one entry per record in each column.
+
+    The checks are iter_batches' (CRC when verify_crc, the decompressed size, every count,
+    length and offset delta, utf-8 header keys): CorruptMessageError, after which the
+    columns may hold part of the batch. A control batch decodes like any other."""
+    data = _records_section(memoryview(buf), pos, header, verify_crc, max_decompressed)
+    try:
+        _decode_records(data, header, columns)
+    except (IndexError, UnicodeDecodeError) as e:
+        raise CorruptMessageError(
+            f"batch at offset {header.base_offset}: records section is malformed ({e})") from None
+
+
 def _decode(mv: memoryview, pos: int, h: BatchHeader, verify_crc: bool,
             limit: int) -> list[ConsumedRecord]:
+    data = _records_section(mv, pos, h, verify_crc, limit)
+    cols = RecordColumns()
+    try:
+        _decode_records(data, h, cols)
+    except (IndexError, UnicodeDecodeError) as e:
+        raise CorruptMessageError(
+            f"batch at offset {h.base_offset}: records section is malformed ({e})") from None
+    ts_type = LOG_APPEND_TIME if h.attributes & TIMESTAMP_TYPE_LOG_APPEND else CREATE_TIME
+    epoch = h.partition_leader_epoch
+    pid = h.producer_id
+    pepoch = h.producer_epoch
+    rows = zip(cols.offsets, cols.timestamps, cols.keys, cols.values, cols.headers or ())
+    if h.base_sequence < 0:
+        return [ConsumedRecord(o, t, ts_type, k, v, hs, epoch, pid, pepoch, -1)
+                for o, t, k, v, hs in rows]
+    first_seq = h.base_sequence - h.base_offset          # + offset: the record's sequence
+    return [ConsumedRecord(o, t, ts_type, k, v, hs, epoch, pid, pepoch,
+                           (first_seq + o) & 0x7FFFFFFF)
+            for o, t, k, v, hs in rows]
+
+
+def _records_section(mv: memoryview, pos: int, h: BatchHeader, verify_crc: bool,
+                     limit: int) -> bytes:
+    """The batch's records section, CRC-checked and decompressed."""
     total = h.total_size
     if verify_crc:
         crc = compute_crc(mv, pos, total)
         if crc != h.crc:
             raise CorruptMessageError(
                 f"batch at offset {h.base_offset}: CRC {crc:#010x} != stored {h.crc:#010x}")
-    count = h.records_count
-    if count < 0 or h.last_offset_delta < 0:
+    if h.records_count < 0 or h.last_offset_delta < 0:
         raise CorruptMessageError(
-            f"batch at offset {h.base_offset}: records count {count}, "
+            f"batch at offset {h.base_offset}: records count {h.records_count}, "
             f"last offset delta {h.last_offset_delta}")
     section = mv[pos + HEADER_SIZE:pos + total]
     if not section:
-        data = b""
-    elif h.attributes & 0x07:
-        data = _compression.decompress(h.attributes & 0x07, section, limit)
-    else:
-        data = bytes(section)
-    try:
-        return _parse_records(data, h, count)
-    except (IndexError, UnicodeDecodeError) as e:
-        raise CorruptMessageError(
-            f"batch at offset {h.base_offset}: records section is malformed ({e})") from None
+        return b""
+    if h.attributes & 0x07:
+        return _compression.decompress(h.attributes & 0x07, section, limit)
+    return bytes(section)
 
 
-def _parse_records(data: bytes, h: BatchHeader, count: int) -> list[ConsumedRecord]:
+def _decode_records(data: bytes, h: BatchHeader, cols: RecordColumns) -> None:
+    """The one record decoder: append each record of the records section `data` to `cols`.
+    IndexError or UnicodeDecodeError on a truncated section (the caller's to convert)."""
+    count = h.records_count
     end = len(data)
+    base_offset = h.base_offset
     if count > end:
         raise CorruptMessageError(
-            f"batch at offset {h.base_offset} claims {count} records in {end} bytes")
-    base_offset = h.base_offset
+            f"batch at offset {base_offset} claims {count} records in {end} bytes")
     base_ts = h.base_timestamp
-    log_append = bool(h.attributes & TIMESTAMP_TYPE_LOG_APPEND)
-    ts_type = LOG_APPEND_TIME if log_append else CREATE_TIME
-    max_ts = h.max_timestamp
     last_delta = h.last_offset_delta
-    epoch = h.partition_leader_epoch
-    pid = h.producer_id
-    pepoch = h.producer_epoch
-    base_seq = h.base_sequence
+    # Without gaps (no compaction) the offset deltas must be 0, 1, 2, ...: one comparison
+    # each, and the offsets are added in one go at the end.
+    gaps = count != last_delta + 1
+    offsets = cols.offsets
+    timestamps = cols.timestamps
+    ts_before = len(timestamps)
+    offsets_append = offsets.append
+    timestamps_append = timestamps.append
+    keys_append = cols.keys.append
+    values_append = cols.values.append
+    kept_headers = cols.headers
     read_uv = _read_uvarint
-    records: list[ConsumedRecord] = []
-    append = records.append
     prev_delta = -1
     pos = 0
-    for _ in range(count):
-        # Single-byte varints (the common case) are decoded inline; `x` is the zigzag value.
+    for zz_i in range(0, count << 1, 2):             # record i's offset delta, zigzag
+        # Varints of one or two bytes (values below 8192: the lengths, deltas and counts of
+        # ordinary records) are decoded inline; `x` is the zigzag value.
         x = data[pos]
         if x < 0x80:
             pos += 1
+        elif data[pos + 1] < 0x80:
+            x = (x & 0x7F) | (data[pos + 1] << 7)
+            pos += 2
         else:
             x, pos = read_uv(data, pos)
         length = (x >> 1) ^ -(x & 1)
@@ -460,31 +523,45 @@ def _parse_records(data: bytes, h: BatchHeader, count: int) -> list[ConsumedReco
         x = data[pos]
         if x < 0x80:
             pos += 1
+        elif data[pos + 1] < 0x80:
+            x = (x & 0x7F) | (data[pos + 1] << 7)
+            pos += 2
         else:
             x, pos = read_uv(data, pos)
         ts_delta = (x >> 1) ^ -(x & 1)
         x = data[pos]
         if x < 0x80:
             pos += 1
+        elif data[pos + 1] < 0x80:
+            x = (x & 0x7F) | (data[pos + 1] << 7)
+            pos += 2
         else:
             x, pos = read_uv(data, pos)
-        off_delta = (x >> 1) ^ -(x & 1)
-        if off_delta <= prev_delta or off_delta > last_delta:
+        if gaps:
+            off_delta = (x >> 1) ^ -(x & 1)
+            if off_delta <= prev_delta or off_delta > last_delta:
+                raise CorruptMessageError(
+                    f"batch at offset {base_offset}: offset delta {off_delta} after "
+                    f"{prev_delta} (last offset delta {last_delta})")
+            prev_delta = off_delta
+            offsets_append(base_offset + off_delta)
+        elif x != zz_i:
             raise CorruptMessageError(
-                f"batch at offset {base_offset}: offset delta {off_delta} after {prev_delta} "
-                f"(last offset delta {last_delta})")
-        prev_delta = off_delta
+                f"batch at offset {base_offset}: offset delta {(x >> 1) ^ -(x & 1)} at "
+                f"record {zz_i >> 1} (last offset delta {last_delta}, {count} records)")
 
         x = data[pos]
         if x < 0x80:
             pos += 1
+        elif data[pos + 1] < 0x80:
+            x = (x & 0x7F) | (data[pos + 1] << 7)
+            pos += 2
         else:
             x, pos = read_uv(data, pos)
-        n = (x >> 1) ^ -(x & 1)
-        if n < 0:
+        if x & 1:                                    # a negative length: null
             key = None
         else:
-            stop = pos + n
+            stop = pos + (x >> 1)
             if stop > rec_end:
                 raise CorruptMessageError(f"batch at offset {base_offset}: key overruns record")
             key = data[pos:stop]
@@ -492,41 +569,50 @@ def _parse_records(data: bytes, h: BatchHeader, count: int) -> list[ConsumedReco
         x = data[pos]
         if x < 0x80:
             pos += 1
+        elif data[pos + 1] < 0x80:
+            x = (x & 0x7F) | (data[pos + 1] << 7)
+            pos += 2
         else:
             x, pos = read_uv(data, pos)
-        n = (x >> 1) ^ -(x & 1)
-        if n < 0:
+        if x & 1:
             value = None
         else:
-            stop = pos + n
+            stop = pos + (x >> 1)
             if stop > rec_end:
                 raise CorruptMessageError(f"batch at offset {base_offset}: value overruns record")
             value = data[pos:stop]
             pos = stop
-        x = data[pos]
-        if x < 0x80:
-            pos += 1
-        else:
+        if data[pos]:                                # headers
             x, pos = read_uv(data, pos)
-        n = (x >> 1) ^ -(x & 1)
-        headers: list[tuple[str, bytes | None]] = []
-        if n:
+            n = (x >> 1) ^ -(x & 1)
             if n < 0 or n > rec_end - pos:
                 raise CorruptMessageError(
                     f"batch at offset {base_offset}: invalid header count {n}")
+            headers: list[tuple[str, bytes | None]] = []
             pos = _parse_headers(data, pos, rec_end, n, headers, base_offset)
+            if kept_headers is not None:
+                kept_headers.append(headers)
+        else:
+            pos += 1
+            if kept_headers is not None:
+                kept_headers.append([])
         if pos != rec_end:
             raise CorruptMessageError(
                 f"batch at offset {base_offset}: record declares {length} bytes, "
                 f"fields take {length + pos - rec_end}")
-        append(ConsumedRecord(
-            base_offset + off_delta, max_ts if log_append else base_ts + ts_delta, ts_type,
-            key, value, headers, epoch, pid, pepoch,
-            -1 if base_seq < 0 else (base_seq + off_delta) & 0x7FFFFFFF))
+        timestamps_append(base_ts + ts_delta)
+        keys_append(key)
+        values_append(value)
     if pos != end:
         raise CorruptMessageError(
             f"batch at offset {base_offset}: {end - pos} bytes left after {count} records")
-    return records
+    if not gaps:
+        offsets.extend(range(base_offset, base_offset + count))
+    if h.attributes & TIMESTAMP_TYPE_LOG_APPEND:
+        # Under LogAppendTime every record reports the batch's max timestamp.
+        max_ts = h.max_timestamp
+        for j in range(ts_before, len(timestamps)):
+            timestamps[j] = max_ts
 
 
 def _parse_headers(data: bytes, pos: int, rec_end: int, n: int,

@@ -243,17 +243,5 @@ class _RangeReader:
 
     def _add_committed(self, buf: Any, position: int, end: int, aborted: Any) -> None:
         """read_committed with aborted transactions in range: the slow, per-record path."""
-        b = self.builder
-        for r in aborted_filter(buf, position, aborted):
-            if r.offset >= end:
-                break
-            b.keys.append(r.key)
-            b.values.append(r.value)
-            b.offsets.append(r.offset)
-            b.timestamps.append(r.timestamp)
-            b.ts_types.append(r.timestamp_type)
-            if b.include_headers:
-                b.header_counts.append(len(r.headers))
-                for k, v in r.headers:
-                    b.header_keys.append(k)
-                    b.header_values.append(v)
+        self.builder.add_records(r for r in aborted_filter(buf, position, aborted)
+                                 if r.offset < end)
