@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import inspect
 import logging
 import signal
 import sys
 import time
-from typing import Any, Awaitable, Callable
+from typing import Callable
 
-from clients.aio.connection import BrokerConnection
 from clients.protocol.messages import API_BY_NAME
 from zkcoord import zk_paths as zp
 from zkcoord.controller import Controller
@@ -27,7 +25,8 @@ from .background import BackgroundTasks
 from .config import BrokerConfig, ConfigError
 from .controlled_shutdown import controlled_shutdown
 from .dynamic_configs import DynamicBrokerConfigs
-from .group.coordinator import GroupCoordinator, GroupSettings
+from .group.coordinator import GroupCoordinator
+from .group.settings import GroupSettings
 from .group.offsets import OFFSETS_TOPIC
 from .heap import freeze_startup_objects, retain_freed_memory
 from .log import LogManager

@@ -21,9 +21,8 @@ from prometheus_client.core import Metric
 from .collectors import BrokerCollector, MetricSources
 from .http import MetricsHttpServer
 from .loop_lag import GcPauseMonitor, LoopLagMonitor
-from ..stats import BrokerTopicStats, ControllerStats, RequestStats
 
-__all__ = ["BrokerMetrics", "BrokerTopicStats", "ControllerStats", "MetricSources", "RequestStats"]
+__all__ = ["BrokerMetrics", "MetricSources"]
 
 log = logging.getLogger(__name__)
 

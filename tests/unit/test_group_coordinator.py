@@ -24,7 +24,8 @@ import pytest
 
 from broker.config import BrokerConfig
 from broker.group import records as R
-from broker.group.coordinator import LOADED, LOADING, GroupCoordinator
+from broker.group.coordinator import GroupCoordinator
+from broker.group.metadata_manager import LOADED, LOADING
 from broker.group.offsets import OFFSETS_TOPIC, CommittedOffset, java_string_hash, partition_for
 from broker.group.state import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE
 from broker.main import Broker
