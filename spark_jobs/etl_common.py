@@ -23,7 +23,7 @@ import threading
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from clients.cli.common import ToolParser, run_tool, wait_reachable
+from clients.command_line import ToolParser, run_tool, wait_reachable
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame, SparkSession

@@ -35,7 +35,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from clients.cli.common import ToolParser
+from clients.command_line import ToolParser
 from spark_jobs import etl_common as common
 
 DEFAULT_START = "2024-01-01T00:00:00Z"
@@ -273,7 +273,7 @@ def print_expected(ds: Dataset, out: Any = sys.stdout) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from clients.cli.common import CliError, run_tool
+    from clients.command_line import CliError, run_tool
 
     args = build_parser().parse_args(argv)
 

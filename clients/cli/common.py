@@ -1,15 +1,12 @@
-"""Plumbing shared by strom's command-line tools.
+"""Plumbing shared by strom's command-line tools (the parts any program on the clients may
+use, `ToolParser`, `run_tool`, `CliError`, `wait_reachable`, live in `clients.command_line`
+and are re-exported here).
 
-- `ToolParser`: argparse with Kafka's flag style; a usage error is ONE line on stderr, exit 2.
 - `add_connection_args`: --bootstrap-server, the tool's properties-file flag
   (--command-config, --producer.config, --consumer.config) and --command-timeout.
 - `client_config`: a client config dict from the properties file, `key=value` overrides and
   the command timeout; `bootstrap.servers` always comes from --bootstrap-server.
-- `wait_reachable`: fail fast, with one line, when no bootstrap broker accepts a connection
-  within the command timeout (instead of each client's own, much longer, retry loop).
-- `run_tool`: runs a tool's body and turns every expected error (bad input, broker error
-  codes, connection failures, timeouts) into one `Error: ...` line and exit code 1 — never a
-  traceback (set STROM_CLI_DEBUG=1 to get one for an unexpected exception).
+- `admin_client`: an AdminClient for the tool's flags, after a reachability check.
 
 Tools are single-threaded; the clients they use run their own I/O thread.
 """
@@ -18,15 +15,16 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import socket
-import sys
 import threading
-import time
-import traceback
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
-from clients.properties import ConfigError, read_properties
+from clients.command_line import (CliError, ToolParser, describe_error, print_error, run_tool,
+                                  wait_reachable)
+from clients.properties import read_properties
+
+if TYPE_CHECKING:
+    from clients.admin import AdminClient
 
 __all__ = ["CliError", "ToolParser", "add_connection_args", "command_timeout", "client_config",
            "read_config_file", "parse_assignment", "parse_config_list", "wait_reachable",
@@ -35,22 +33,6 @@ __all__ = ["CliError", "ToolParser", "add_connection_args", "command_timeout", "
 
 TIMEOUT_ENV = "STROM_CLI_TIMEOUT"     # seconds; the default of --command-timeout
 DEFAULT_TIMEOUT = 10.0
-
-
-class CliError(Exception):
-    """An expected failure: printed as one line, exits with `exit_code`."""
-
-    def __init__(self, message: str, exit_code: int = 1):
-        super().__init__(message)
-        self.message = message
-        self.exit_code = exit_code
-
-
-class ToolParser(argparse.ArgumentParser):
-    """argparse whose usage errors are one line (`prog: error: ... (see --help)`), exit 2."""
-
-    def error(self, message: str) -> Any:
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
 def add_connection_args(parser: argparse.ArgumentParser, config_flag: str = "--command-config",
@@ -144,98 +126,11 @@ def client_config(args: argparse.Namespace, kind: str, overrides: dict[str, Any]
     return cfg
 
 
-def wait_reachable(bootstrap: str, timeout: float) -> None:
-    """Return once some bootstrap address accepts a TCP connection; raise CliError naming the
-    list after `timeout` seconds of trying (refused connections are retried, as a client
-    would, since a broker may be starting)."""
-    from clients.config import bootstrap_addresses
-
-    addrs = bootstrap_addresses(bootstrap)
-    deadline = time.monotonic() + timeout
-    last: OSError | None = None
-    while True:
-        for host, port in addrs:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            try:
-                with socket.create_connection((host, port), timeout=min(left, 2.0)):
-                    return
-            except OSError as e:
-                last = e
-        if time.monotonic() + 0.2 >= deadline:
-            reason = f" ({last.strerror or last})" if last is not None else ""
-            raise CliError(f"no broker reachable at {bootstrap} within {timeout:g}s{reason}")
-        time.sleep(0.2)
-
-
-def describe_error(e: BaseException) -> str:
-    """One line for an exception a tool expects: the broker's message plus its error name."""
-    from clients.protocol.errors import KafkaError
-
-    if isinstance(e, KafkaError):
-        msg = (e.message or e.name).strip()
-        if e.name not in msg:
-            msg = f"{msg} ({e.name})"
-        return " ".join(msg.split())
-    if isinstance(e, OSError) and e.strerror and not str(e).strip():
-        return e.strerror
-    text = str(e).strip() or type(e).__name__
-    if isinstance(e, TimeoutError) and "time" not in text.lower():
-        text = f"timed out: {text}"
-    return " ".join(text.split())
-
-
-def _quiet_stdout() -> None:
-    # stdout's reader went away (`| head`): point fd 1 at /dev/null so the interpreter's
-    # final flush does not complain.
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except OSError:
-        pass
-
-
-def run_tool(body: Callable[[], int | None], error_prefix: str = "Error: ") -> int:
-    """Run a tool body; map expected failures to one stderr line. Returns the exit code."""
-    from clients.protocol.errors import KafkaError
-
-    try:
-        rc = body()
-        sys.stdout.flush()
-        return rc or 0
-    except CliError as e:
-        _print_error(error_prefix + e.message)
-        return e.exit_code
-    except KeyboardInterrupt:
-        return 130
-    except BrokenPipeError:
-        _quiet_stdout()
-        return 0
-    except (KafkaError, ConfigError, TimeoutError, ConnectionError, OSError) as e:
-        _print_error(error_prefix + describe_error(e))
-        return 1
-    except Exception as e:  # noqa: BLE001 - a tool must never end in a traceback
-        _print_error(f"{error_prefix}unexpected {type(e).__name__}: {describe_error(e)}")
-        if os.environ.get("STROM_CLI_DEBUG"):
-            traceback.print_exc()
-        return 1
-
-
-def _print_error(line: str) -> None:
-    try:
-        sys.stdout.flush()
-    except (BrokenPipeError, ValueError):
-        _quiet_stdout()
-    sys.stderr.write(" ".join(line.split("\n")) + "\n")
-    sys.stderr.flush()
-
-
 def exit_after(seconds: float, error_prefix: str, what: str) -> threading.Timer:
     """A backstop: if the tool is still running after `seconds`, print one line and exit 1
     (a client call that ignores its timeout must not hang a shell script)."""
     def fire() -> None:
-        _print_error(f"{error_prefix}timed out after {seconds:g}s {what}")
+        print_error(f"{error_prefix}timed out after {seconds:g}s {what}")
         os._exit(1)
 
     t = threading.Timer(seconds, fire)
@@ -254,7 +149,8 @@ def interrupt_on_sigterm() -> None:
 
 
 @contextmanager
-def admin_client(args: argparse.Namespace, error_prefix: str = "Error: ") -> Iterator[Any]:
+def admin_client(args: argparse.Namespace,
+                 error_prefix: str = "Error: ") -> Iterator[AdminClient]:
     """An AdminClient for the tool's --bootstrap-server / --command-config, after checking the
     cluster is reachable; closed on exit. The whole block is bounded by a backstop timer."""
     timeout = command_timeout(args)

@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .common import (CliError, ToolParser, add_connection_args, admin_client, parse_config_list,
                      read_config_file, run_tool)
+
+if TYPE_CHECKING:
+    from clients.aio.admin import ResourceType
 
 ERROR_PREFIX = "Error while executing config command : "
 
@@ -28,7 +31,7 @@ SOURCE_NAMES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONF
                 5: "DEFAULT_CONFIG", 6: "DYNAMIC_BROKER_LOGGER_CONFIG",
                 7: "CLIENT_METRICS_CONFIG", 8: "GROUP_CONFIG"}
 
-ENTITY_TYPES = {"topics": "topic", "brokers": "broker"}
+ENTITY_TYPES: dict[str, ResourceType] = {"topics": "topic", "brokers": "broker"}
 
 
 def build_parser() -> ToolParser:
@@ -53,7 +56,7 @@ def build_parser() -> ToolParser:
     return p
 
 
-def resolve_entity(args: argparse.Namespace) -> tuple[str, str | None]:
+def resolve_entity(args: argparse.Namespace) -> tuple[ResourceType, str | None]:
     """(resource type "topic"/"broker", name or None for all topics / broker defaults)."""
     given = [(t, n) for t, n in (("topics", args.topic), ("brokers", args.broker)) if n is not None]
     if args.broker_defaults:
@@ -159,14 +162,15 @@ def run(args: argparse.Namespace, out=None) -> int:
                 for line in describe_lines(entries, resource_type, n, args.all):
                     print(line, file=out)
             return 0
+        target = name or ""                  # "" with brokers: the cluster-wide defaults
         if to_delete and resource_type == "topic":
             # As Kafka: deleting a key that is not set on the topic is a mistake, say so.
-            current = admin.describe_configs(resource_type, name)
+            current = admin.describe_configs(resource_type, target)
             missing = [k for k in to_delete if k not in current or
                        not is_dynamic(current[k], resource_type, name)]
             if missing:
                 raise CliError(f"Invalid config(s): {','.join(missing)}")
-        admin.alter_configs(resource_type, name or "", set=to_set or None, delete=to_delete or None)
+        admin.alter_configs(resource_type, target, set=to_set or None, delete=to_delete or None)
         if resource_type == "broker" and not name:
             print("Completed updating default config for brokers in the cluster.", file=out)
         else:
