@@ -12,7 +12,16 @@ for (or depend on) the client classes.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from clients.admin import AdminClient
+    from clients.consumer import Consumer
+    from clients.producer import Producer
+    from clients.serde import (AvroSerde, BytesSerde, Deserializer, IntegerSerde, JsonSerde,
+                               LongSerde, Serde, Serializer, StringSerde)
+    from clients.types import (ConsumerRecord, NewTopic, OffsetAndMetadata, OffsetAndTimestamp,
+                               RecordMetadata, TopicPartition)
 
 _HOME = {
     "AdminClient": "clients.admin", "Consumer": "clients.consumer", "Producer": "clients.producer",

@@ -32,8 +32,9 @@ from typing import Any, Iterable, Mapping
 
 from clients.config import ClientConfig
 from clients.protocol.errors import Code, KafkaError, for_code
-from clients.protocol.records import (ABORT, ConsumedRecord, iter_batch_headers, iter_batches,
-                                      parse_control_record, records_from_fetch)
+from clients.protocol.read_committed import aborted_filter
+from clients.protocol.records import ConsumedRecord, iter_batch_headers, records_from_fetch
+from clients.protocol.schema import Struct
 from clients.serde import as_deserializer
 from clients.types import ConsumerRecord, TopicPartition
 
@@ -85,26 +86,6 @@ class _Completed:
     index: int = 0
 
 
-def aborted_filter(buf: Any, from_offset: int, aborted: Iterable[Any]) -> list[ConsumedRecord]:
-    """read_committed: the data records of `buf` from `from_offset` on, without those of
-    aborted transactions (`aborted`: (producer_id, first_offset) entries of the response)."""
-    pending = sorted(((a["first_offset"], a["producer_id"]) for a in aborted), reverse=True)
-    active: set[int] = set()
-    out: list[ConsumedRecord] = []
-    for batch in iter_batches(buf):
-        while pending and pending[-1][0] <= batch.last_offset:
-            active.add(pending.pop()[1])
-        pid = batch.header.producer_id
-        if batch.is_control:
-            if pid in active and batch.records and parse_control_record(batch.records[0])[0] == ABORT:
-                active.discard(pid)
-            continue
-        if batch.is_transactional and pid in active:
-            continue
-        out.extend(r for r in batch.records if r.offset >= from_offset)
-    return out
-
-
 class Fetcher:
     """Positions and prefetched records of the assigned partitions; see the module doc."""
 
@@ -124,8 +105,8 @@ class Fetcher:
         self.states: dict[TopicPartition, PartitionState] = {}
         self.data_ready = asyncio.Event()          # set when a fetch buffered records/errors
         self._wake = asyncio.Event()
-        self._busy: set[Any] = set()               # brokers with a fetch in flight
-        self._backoff_until: dict[Any, float] = {}
+        self._busy: set[int] = set()               # brokers with a fetch in flight
+        self._backoff_until: dict[int, float] = {}
         self._sessions: dict[int, FetchSessionHandler] = {}     # per broker (Fetch v7+)
         self._tasks: set[asyncio.Task[None]] = set()
         self._task: asyncio.Task[None] | None = None
@@ -432,7 +413,7 @@ class Fetcher:
                                           for t, ps in forgotten.items()],
                 "rack_id": ""}
 
-    def _handle(self, tp: TopicPartition, p: Any, version: int, offset: int, now: float) -> None:
+    def _handle(self, tp: TopicPartition, p: Struct, version: int, offset: int, now: float) -> None:
         st = self.states.get(tp)
         if st is None or st.version != version:
             return                          # unassigned or sought meanwhile

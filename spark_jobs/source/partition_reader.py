@@ -26,11 +26,11 @@ from typing import Any, AsyncGenerator, AsyncIterator, Iterator
 
 import pyarrow as pa
 
-from clients.aio.client import KafkaClient
-from clients.aio.errors import KafkaConnectionError, KafkaTimeoutError
-from clients.aio.fetcher import aborted_filter
+from clients.aio import BrokerConnection, KafkaClient, KafkaConnectionError, KafkaTimeoutError
 from clients.config import resolve
 from clients.protocol.errors import Code, for_code
+from clients.protocol.read_committed import aborted_filter
+from clients.protocol.schema import Struct
 from clients.protocol.records import iter_batch_headers
 
 from .arrow_records import ColumnBuilder
@@ -107,7 +107,7 @@ class _RangeReader:
         finally:
             await self.client.close()
 
-    async def _leader_connection(self, deadline: float) -> tuple[Any, int]:
+    async def _leader_connection(self, deadline: float) -> tuple[BrokerConnection, int]:
         loop = asyncio.get_running_loop()
         while True:
             try:
@@ -127,7 +127,7 @@ class _RangeReader:
                 raise KafkaTimeoutError(f"no leader for {self.tp} within {self.timeout}s")
             await asyncio.sleep(self.client.retry_backoff)
 
-    def _fetch(self, conn: Any, epoch: int, offset: int) -> "asyncio.Task[Any]":
+    def _fetch(self, conn: BrokerConnection, epoch: int, offset: int) -> "asyncio.Task[Any]":
         version = min(conn.version_for("Fetch"), _FETCH_MAX_VERSION)
         body = {"replica_id": -1, "max_wait_ms": 100, "min_bytes": 1,
                 "max_bytes": self.config["fetch.max.bytes"],
@@ -142,7 +142,7 @@ class _RangeReader:
         return asyncio.get_running_loop().create_task(
             conn.request("Fetch", body, version=version, timeout=self.timeout + 0.1))
 
-    async def _log_start(self, conn: Any) -> int:
+    async def _log_start(self, conn: BrokerConnection) -> int:
         body = {"replica_id": -1, "isolation_level": 1 if self.read_committed else 0,
                 "topics": [{"name": self.topic, "partitions": [
                     {"partition_index": self.partition, "current_leader_epoch": -1,
@@ -224,7 +224,7 @@ class _RangeReader:
             if pending is not None:
                 pending[1].cancel()
 
-    async def _out_of_range(self, conn: Any, position: int, end: int) -> int:
+    async def _out_of_range(self, conn: BrokerConnection, position: int, end: int) -> int:
         """OFFSET_OUT_OF_RANGE at `position`: retention removed it (or the log was cut)."""
         earliest = await self._log_start(conn)
         if position < earliest:
@@ -241,7 +241,8 @@ class _RangeReader:
         if self.opts.fail_on_data_loss:
             raise DataLossError(data_loss_message(detail))
 
-    def _add_committed(self, buf: Any, position: int, end: int, aborted: Any) -> None:
+    def _add_committed(self, buf: bytes | memoryview, position: int, end: int,
+                       aborted: list[Struct]) -> None:
         """read_committed with aborted transactions in range: the slow, per-record path."""
         self.builder.add_records(r for r in aborted_filter(buf, position, aborted)
                                  if r.offset < end)

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Iterable, Mapping, TypeVar
 
-from clients.aio.admin import AsyncAdminClient
+from clients.aio import AsyncAdminClient
 from clients.config import KEYS
 from clients.types import TopicPartition
 

@@ -18,7 +18,7 @@ from pyspark.sql.datasource import (DataSourceArrowWriter, DataSourceStreamArrow
                                     WriterCommitMessage)
 from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, StringType, StructType)
 
-from clients.producer import Producer
+from clients import Producer
 
 from .options import SinkOptions
 
