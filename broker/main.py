@@ -50,9 +50,8 @@ from .txn.producer_ids import ProducerIdManager
 
 log = logging.getLogger("strom.broker")
 
-# The hot APIs, dispatched as their frame arrives (see broker.server.network). Their
-# handlers must not need a current task (asyncio.timeout, current_task()) before they
-# first wait: they only append, read and wait on the purgatory.
+# The hot APIs, dispatched as their frame arrives (see broker.server.network): their handlers
+# do their work in a plain call and return a coroutine only when they must wait.
 EAGER_API_KEYS = frozenset(API_BY_NAME[name].key for name in ("Produce", "Fetch"))
 
 

@@ -1,19 +1,21 @@
 """api_key -> handler. The registry is also what ApiVersions answers from, so what is
 advertised is exactly what is implemented.
 
-A handler is `fn(services, request: Struct, ctx: RequestContext) -> dict | None` (sync or
-async), where `services` is the broker's ApiServices seen through the handler module's own
+A handler is `fn(services, request: Struct, ctx: RequestContext) -> dict | None`, or a
+coroutine of that: an `async def`, or a plain function that does its work at once and
+returns a coroutine only when it must wait (Produce and Fetch, so that a request that needs
+no wait is answered in the pass its frame arrived in), where `services` is the broker's ApiServices seen through the handler module's own
 Protocol. It raises a `KafkaError` for a whole-request failure; the one catch-all here turns
 it, or any unexpected exception, into the API's error response when the API has a top-level
 error code, and otherwise closes the connection (never the broker).
 """
 from __future__ import annotations
 
-import inspect
+import asyncio
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Coroutine
 
 from clients.protocol.errors import Code, KafkaError
 from clients.protocol.headers import RequestHeader, decode_request_header, encode_response_header, peek_api
@@ -50,7 +52,6 @@ class Handler:
     min_version: int
     max_version: int
     fn: HandlerFn
-    is_async: bool
 
     def supports(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
@@ -67,7 +68,7 @@ def handles(api_name: str, versions: tuple[int, int]) -> Callable[[HandlerFn], H
         raise ValueError(f"{api_name} {versions} outside declared {api.valid}")
 
     def register(fn: HandlerFn) -> HandlerFn:
-        REGISTRY[api.key] = Handler(api, lo, hi, fn, inspect.iscoroutinefunction(fn))
+        REGISTRY[api.key] = Handler(api, lo, hi, fn)
         return fn
     return register
 
@@ -113,7 +114,10 @@ class Dispatcher:
         self.services = services
         self.stats = stats
 
-    async def __call__(self, frame: memoryview, conn: ConnectionInfo) -> Response | None:
+    def __call__(self, frame: memoryview, conn: ConnectionInfo
+                 ) -> Response | None | Coroutine[Any, Any, Response | None]:
+        """The response now, or, when the handler must wait (it returned a coroutine, or
+        is itself `async def`), a coroutine of the response (see network.Dispatch)."""
         start = time.perf_counter()
         try:
             api_key, version, correlation_id = peek_api(frame)
@@ -141,19 +145,38 @@ class Dispatcher:
         ctx = RequestContext(header, conn, api)
         try:
             result = handler.fn(self.services, request, ctx)
-            if handler.is_async:
-                result = await result
-        except KafkaError as e:
-            result = error_response(api, version, e.code, e.message)
-            if result is None:
-                raise CloseConnection(f"{api.name} failed: {e!r}") from None
-        except (CloseConnection, __import__("asyncio").CancelledError):
+        except Exception as e:
+            result = self._failed(api, version, conn, e)
+        if asyncio.iscoroutine(result):
+            return self._answer_later(api, version, correlation_id, conn, result, start)
+        return self._answer(api, version, correlation_id, result, start)
+
+    async def _answer_later(self, api: Api, version: int, correlation_id: int, conn: ConnectionInfo,
+                            waiting: Coroutine[Any, Any, Any], start: float) -> Response | None:
+        try:
+            result = await waiting
+        except asyncio.CancelledError:
             raise
         except Exception as e:
-            log.exception("%s v%d from %s failed", api.name, version, conn.peer)
+            result = self._failed(api, version, conn, e)
+        return self._answer(api, version, correlation_id, result, start)
+
+    def _failed(self, api: Api, version: int, conn: ConnectionInfo, e: Exception) -> Any:
+        """The one catch-all: a KafkaError becomes the API's error response, anything else
+        UNKNOWN_SERVER_ERROR and a log line; an API without a top-level error code closes
+        the connection instead."""
+        if isinstance(e, CloseConnection):
+            raise e
+        if isinstance(e, KafkaError):
+            result = error_response(api, version, e.code, e.message)
+        else:
+            log.exception("%s v%d from %s failed", api.name, version, conn.peer, exc_info=e)
             result = error_response(api, version, Code.UNKNOWN_SERVER_ERROR, str(e))
-            if result is None:
-                raise CloseConnection(f"{api.name} failed: {e!r}") from None
+        if result is None:
+            raise CloseConnection(f"{api.name} failed: {e!r}") from None
+        return result
+
+    def _answer(self, api: Api, version: int, correlation_id: int, result: Any, start: float) -> Response | None:
         if result is None:
             self.stats.record(api.name, version, (time.perf_counter() - start) * 1000.0, {})
             return None

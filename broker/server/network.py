@@ -1,13 +1,15 @@
 """The listener: size-prefixed frames in, responses out in request order.
 
-This layer only moves bytes. Each frame is handed to the dispatcher, which returns a
-`Response` (a list of chunks: bytes and DeferredBytes file regions) or None (acks=0 produce
-needs no answer). Requests on one connection run concurrently, started in arrival order,
-and their responses are written strictly in request order. Handlers do their
-state-changing work before their first await, so requests started in order also apply
-their effects in order (an idempotent producer's five in-flight batches append in
-sequence). Produce and Fetch start as their frame arrives and a response goes out as soon
-as it is next in order, without a task or an event-loop pass in between (_FrameProtocol).
+This layer only moves bytes. Each frame is handed to the dispatcher, a plain call that
+returns a `Response` (a list of chunks: bytes and DeferredBytes file regions), None (acks=0
+produce needs no answer), or a coroutine that will return one of those once the request
+has waited for what it needs (replication, data to fetch). Requests on one connection run
+concurrently, started in arrival order, and their responses are written strictly in
+request order. The dispatcher does a request's state-changing work before it returns, so
+requests started in order also apply their effects in order (an idempotent producer's five
+in-flight batches append in sequence). Produce and Fetch are dispatched as their frame
+arrives and a response goes out as soon as it is next in order, without a task or an
+event-loop pass in between (_FrameProtocol); only a request that must wait gets a task.
 
 File regions go out with `loop.sendfile(..., fallback=False)`: os.sendfile from the segment
 file to the socket, never read into Python.
@@ -30,7 +32,7 @@ import logging
 import os
 import socket
 import struct
-from typing import Any, Awaitable, Callable
+from typing import Any, Callable, Coroutine
 
 from clients.aio.flow_control import WriteFlowControl
 from clients.protocol.framing import FrameReceiver
@@ -161,24 +163,38 @@ class _FrameProtocol(WriteFlowControl, asyncio.BufferedProtocol):
         self.pending.append(entry)
         if not self.lazy_unfinished and len(frame) >= 2 \
                 and (frame[0] << 8 | frame[1]) in self.server.eager_api_keys:
-            coro = self._run(entry, frame)
             try:
-                waiting_on = coro.send(None)
-            except StopIteration:
-                pass            # answered already (see _run)
-            else:
-                if getattr(waiting_on, "_asyncio_future_blocking", False):
-                    # What a task does with a future it is handed: until the task below
-                    # takes it over, another await of the same future must be possible.
-                    waiting_on._asyncio_future_blocking = False
-                entry.task = self.loop.create_task(_Resumed(coro, waiting_on))  # type: ignore[arg-type]
+                result = self.server.dispatch(frame, self.conn)
+            except Exception as e:      # CloseConnection, or a bug: _send_ready closes
+                entry.error = e
+                self._finished(entry)
+                return
+            if result is None or isinstance(result, Response):
+                entry.response = result
+                self._finished(entry)
+            else:                       # it waits: a task carries it on
+                entry.task = self.loop.create_task(self._run(entry, None, result))
+                # Cancelled before its first step, the task never starts the coroutine:
+                # close it, or Python warns it was never awaited.
+                entry.task.add_done_callback(lambda _: result.close())
         else:
             self.lazy_unfinished += 1
-            entry.task = self.loop.create_task(self._run(entry, frame, lazy=True))
+            entry.task = self.loop.create_task(self._run(entry, frame, None))
 
-    async def _run(self, entry: _Pending, frame: memoryview, lazy: bool = False) -> None:
+    async def _run(self, entry: _Pending, frame: memoryview | None,
+                   waiting: Coroutine[Any, Any, Response | None] | None) -> None:
+        """A request in a task: dispatched here (`frame`), or the rest of one dispatched
+        as its frame arrived (`waiting`)."""
         try:
-            entry.response = await self.server.dispatch(frame, self.conn)
+            if waiting is None:
+                assert frame is not None
+                result = self.server.dispatch(frame, self.conn)
+                if result is None or isinstance(result, Response):
+                    entry.response = result
+                else:
+                    waiting = result
+            if waiting is not None:
+                entry.response = await waiting
         except asyncio.CancelledError as e:
             if self.closing:
                 raise           # the connection is going away: nothing to answer
@@ -186,10 +202,13 @@ class _FrameProtocol(WriteFlowControl, asyncio.BufferedProtocol):
         except Exception as e:  # CloseConnection, or a bug: _send_ready closes
             entry.error = e
         finally:
-            if lazy:
+            if frame is not None:
                 self.lazy_unfinished -= 1
-        entry.done = True
         entry.task = None
+        self._finished(entry)
+
+    def _finished(self, entry: _Pending) -> None:
+        entry.done = True
         self._send_ready()
 
     def _stop_reading(self) -> None:
@@ -355,47 +374,6 @@ class _Truncated(Exception):
     """A file region came out shorter than its size (the file shrank under us)."""
 
 
-class _Resumed:
-    """The rest of a coroutine started outside any task (see _FrameProtocol), as a
-    coroutine a task can run: the task's first step takes over the future the coroutine
-    first waited on, later steps go to the coroutine itself. A cancellation reaches the
-    coroutine even before that first step, so its cleanup (a purgatory key, an acks=all
-    waiter) runs at once rather than when the garbage collector closes it."""
-
-    __slots__ = ("coro", "first")
-    __qualname__ = __name__ = "eager_request"     # how the task shows in reprs and logs
-
-    def __init__(self, coro: Any, waiting_on: Any):
-        self.coro = coro
-        self.first: Any = [waiting_on]
-
-    def send(self, value: Any) -> Any:
-        if self.first is not None:
-            waiting_on = self.first[0]
-            self.first = None
-            if hasattr(waiting_on, "_asyncio_future_blocking"):
-                waiting_on._asyncio_future_blocking = True     # handed over as a fresh await
-            return waiting_on
-        return self.coro.send(value)
-
-    def throw(self, *exc: Any) -> Any:
-        if self.first is not None:
-            # Cancelled before it took over the wait: as a task would, cancel that too.
-            waiting_on, self.first = self.first[0], None
-            if hasattr(waiting_on, "cancel"):
-                waiting_on.cancel()
-        return self.coro.throw(*exc)
-
-    def close(self) -> None:
-        self.coro.close()
-
-    def __await__(self) -> "_Resumed":
-        return self
-
-    def __next__(self) -> Any:
-        return self.send(None)
-
-
 def _sendfile_now(transport: Any, region: Any) -> tuple[int, bool]:
     """os.sendfile of a region straight to the non-blocking socket, when nothing is
     buffered ahead of it, until done or the socket is full: (bytes sent, whether the file
@@ -432,7 +410,8 @@ class Response:
         self.size = sum(c.size if isinstance(c, DeferredBytes) else len(c) for c in chunks)
 
 
-Dispatch = Callable[[memoryview, "ConnectionInfo"], Awaitable[Response | None]]
+# A frame -> its response, None (no answer), or an awaitable of either when it must wait.
+Dispatch = Callable[[memoryview, "ConnectionInfo"], "Response | None | Coroutine[Any, Any, Response | None]"]
 
 
 class ConnectionInfo:
@@ -451,9 +430,9 @@ class ConnectionInfo:
 class KafkaServer:
     """One TCP listener bound to (host, port), serving every connection with `dispatch`.
 
-    `eager_api_keys`: the APIs whose handlers may run before any task exists (they never
-    ask for the current task, e.g. through asyncio.timeout), so their frames are
-    dispatched as they arrive (see _FrameProtocol)."""
+    `eager_api_keys`: the APIs dispatched as their frame arrives, outside any task (see
+    _FrameProtocol); the others are dispatched in a task of their own, so that their
+    handlers may use asyncio.timeout and the like from the start."""
 
     def __init__(self, host: str, port: int, dispatch: Dispatch, *, listener_name: str = "PLAINTEXT",
                  max_request_size: int = 104857600, send_buffer: int = -1, receive_buffer: int = -1,

@@ -9,7 +9,7 @@ from typing import AsyncIterator
 from broker.config import BrokerConfig
 from broker.main import Broker
 from broker.server.dispatch import Dispatcher
-from broker.server.network import ConnectionInfo
+from broker.server.network import ConnectionInfo, Response
 from clients.protocol.headers import RequestHeader, encode_request_header
 from clients.protocol.messages import API_BY_NAME
 from clients.protocol.types import Writer
@@ -30,6 +30,12 @@ async def standalone_broker(log_dir: Path, topics: dict[str, int]
     finally:
         broker.log_manager.close()
         await broker.store.stop()
+
+
+async def answer(dispatch: Dispatcher, frame: memoryview, conn: ConnectionInfo) -> Response | None:
+    """The Dispatcher's answer to `frame`, waited for when the handler must wait."""
+    result = dispatch(frame, conn)
+    return result if result is None or isinstance(result, Response) else await result
 
 
 def request_frame(api_name: str, body: dict, version: int, client_id: str = "test",

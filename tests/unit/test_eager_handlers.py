@@ -1,72 +1,53 @@
-"""The broker's eager APIs (broker.main.EAGER_API_KEYS) run their first step outside any
-task, inside the listener's buffer_updated. Run the real Produce and Fetch handlers that
-way, through the real Dispatcher of an in-process broker: anything that needs a current
-task (asyncio.timeout, current_task()) before the first wait would fail here."""
+"""The broker's eager APIs (broker.main.EAGER_API_KEYS) are dispatched outside any task,
+inside the listener's buffer_updated, by a plain call that answers at once or returns a
+coroutine to wait in. Run the real Produce and Fetch handlers that way, through the real
+Dispatcher of an in-process broker: anything that needs a current task (asyncio.timeout,
+current_task()) in the plain call would fail here."""
 from __future__ import annotations
 
 import asyncio
 from pathlib import Path
 
 from broker.main import EAGER_API_KEYS
-from broker.server.network import Response, _Resumed
+from broker.server.network import Response
 from clients.protocol.messages import API_BY_KEY
 from clients.protocol.records import Record, build_batch
 from tests.support.in_process_broker import request_frame as _frame, standalone_broker
 
 
-def _outside_any_task(coro) -> tuple[Response | None, object]:
-    """The first step, as _FrameProtocol._dispatch takes it: (response, None) if it
-    finished, (None, what it waits on) if not."""
-    try:
-        waiting_on = coro.send(None)
-    except StopIteration as done:
-        return done.value, None
-    return None, waiting_on
-
-
-def test_produce_and_fetch_take_their_first_step_outside_a_task(tmp_path: Path) -> None:
+def test_produce_and_fetch_answer_outside_a_task_or_return_a_coroutine_to_wait_in(tmp_path: Path) -> None:
     assert {API_BY_KEY[k].name for k in EAGER_API_KEYS} == {"Produce", "Fetch"}
 
     async def main() -> None:
         async with standalone_broker(tmp_path / "logs", {"t": 2}) as (broker, dispatch, conn):
             batch = build_batch([Record(None, b"v%d" % i) for i in range(3)])
+            loop = asyncio.get_running_loop()
 
-            async def in_a_plain_callback(frame: memoryview) -> tuple[Response | None, object]:
+            async def in_a_plain_callback(frame: memoryview) -> object:
                 # A loop callback, as buffer_updated is: no task is current there.
-                fut = asyncio.get_running_loop().create_future()
+                fut = loop.create_future()
 
-                def step() -> None:
+                def call() -> None:
                     try:
                         assert asyncio.current_task() is None
-                        fut.set_result(_outside_any_task(dispatch(frame, conn)))
+                        fut.set_result(dispatch(frame, conn))
                     except BaseException as e:
                         fut.set_exception(e)
-                asyncio.get_running_loop().call_soon(step)
+                loop.call_soon(call)
                 return await asyncio.wait_for(fut, 5)
 
             produce = {"acks": 1, "timeout_ms": 5000, "topic_data": [
                 {"name": "t", "partition_data": [{"index": 0, "records": batch}]}]}
-            response, waits = await in_a_plain_callback(_frame("Produce", produce, 9))
-            assert waits is None and response is not None and response.size > 0
-            # acks=all waits for replication (a gather of waits), then a task carries it on,
-            # as _FrameProtocol does.
+            response = await in_a_plain_callback(_frame("Produce", produce, 9))
+            assert isinstance(response, Response) and response.size > 0
+            # acks=all appends at once, then waits for replication in the coroutine it returns
+            # (which _FrameProtocol hands to a task).
             produce["acks"] = -1
-            frame = _frame("Produce", produce, 9)
-            coro = dispatch(frame, conn)
-            loop = asyncio.get_running_loop()
-            first: asyncio.Future = loop.create_future()
-            def first_step() -> None:
-                try:
-                    first.set_result(_outside_any_task(coro))
-                except BaseException as e:
-                    first.set_exception(e)
-            loop.call_soon(first_step)
-            response, waits = await asyncio.wait_for(first, 5)
-            assert response is None and isinstance(waits, asyncio.Future), (response, waits)
-            waits._asyncio_future_blocking = False
-            response = await asyncio.wait_for(loop.create_task(_Resumed(coro, waits)), 5)
-            assert response is not None and response.size > 0
-            assert broker.replicas.get("t", 0).log.log_end_offset == 6
+            waiting = await in_a_plain_callback(_frame("Produce", produce, 9))
+            assert asyncio.iscoroutine(waiting), waiting
+            assert broker.replicas.get("t", 0).log.log_end_offset == 6   # appended already
+            response = await asyncio.wait_for(loop.create_task(waiting), 5)
+            assert isinstance(response, Response) and response.size > 0
             fetch = {"replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": 1 << 20,
                      "isolation_level": 0, "session_id": 0, "session_epoch": -1,
                      "topics": [{"topic": "t", "partitions": [
@@ -74,15 +55,19 @@ def test_produce_and_fetch_take_their_first_step_outside_a_task(tmp_path: Path) 
                           "log_start_offset": -1, "partition_max_bytes": 1 << 20}
                          for p, off in ((0, 0), (1, 0))]}],
                      "forgotten_topics_data": [], "rack_id": ""}
-            response, waits = await in_a_plain_callback(_frame("Fetch", fetch, 12))
-            assert waits is None and response is not None and response.size > 0
-            # Nothing to read on partition 1 at its end: the fetch parks in the purgatory.
+            response = await in_a_plain_callback(_frame("Fetch", fetch, 12))
+            assert isinstance(response, Response) and response.size > 0
+            # Nothing to read on partition 1 at its end: the fetch waits in the purgatory,
+            # in the coroutine it returns, and answers empty after max_wait_ms.
             fetch["topics"][0]["partitions"] = [fetch["topics"][0]["partitions"][1]]
             fetch["max_wait_ms"] = 50
-            response, waits = await in_a_plain_callback(_frame("Fetch", fetch, 12))
-            assert response is None and isinstance(waits, asyncio.Future)
+            waiting = await in_a_plain_callback(_frame("Fetch", fetch, 12))
+            assert asyncio.iscoroutine(waiting), waiting
+            assert sum(dispatch.stats.requests.values()) == 3    # the parked fetch still waits
+            response = await asyncio.wait_for(loop.create_task(waiting), 5)
+            assert isinstance(response, Response)
             # The Dispatcher turns a handler's exception (RuntimeError: "Timeout should be
             # used inside a task") into UNKNOWN_SERVER_ERROR: every answer must have been clean.
             assert {code for (_, code) in dispatch.stats.errors} == {0}
-            assert sum(dispatch.stats.requests.values()) == 3    # the parked fetch still waits
+            assert sum(dispatch.stats.requests.values()) == 4
     asyncio.run(main())

@@ -9,7 +9,7 @@ import logging
 from pathlib import Path
 
 from clients.protocol.records import Record, build_batch
-from tests.support.in_process_broker import request_frame, standalone_broker
+from tests.support.in_process_broker import answer, request_frame, standalone_broker
 
 PID = 77
 
@@ -27,10 +27,10 @@ def _batch(seq: int, n: int = 2) -> bytes:
 def test_out_of_order_sequence_is_logged_and_routine_refusals_are_not(tmp_path: Path, caplog) -> None:
     async def main() -> dict:
         async with standalone_broker(tmp_path / "logs", {"t": 1}) as (_, dispatch, conn):
-            await dispatch(_produce_frame(0, _batch(0)), conn)
-            await dispatch(_produce_frame(7, _batch(0)), conn)      # no such partition
+            await answer(dispatch, _produce_frame(0, _batch(0)), conn)
+            await answer(dispatch, _produce_frame(7, _batch(0)), conn)      # no such partition
             with caplog.at_level(logging.INFO):
-                await dispatch(_produce_frame(0, _batch(5)), conn)  # 2..4 never came
+                await answer(dispatch, _produce_frame(0, _batch(5)), conn)  # 2..4 never came
             return dict(dispatch.stats.errors)
 
     errors = asyncio.run(main())

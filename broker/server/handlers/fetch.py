@@ -12,7 +12,7 @@ the topic's bytes-out (replication-bytes-out for a follower) or counts a failed 
 from __future__ import annotations
 
 import time
-from typing import Any, Protocol
+from typing import Any, Coroutine, Protocol
 
 from clients.protocol.errors import Code, KafkaError
 
@@ -21,7 +21,7 @@ from ...replication.purgatory import FetchPurgatory
 from ...replication.partition import Partition
 from ...replication.replica_manager import READ_COMMITTED, ReplicaManager
 from ..dispatch import RequestContext, handles
-from ..fetch_sessions import FetchSessionCache, open_context
+from ..fetch_sessions import SessionContext, FetchSessionCache, open_context
 
 
 class FetchServices(Protocol):
@@ -166,7 +166,8 @@ def _error_entry(partition: int, code: int, aborted: list | None) -> dict:
 
 
 @handles("Fetch", (0, 16))
-async def fetch(services: FetchServices, request, ctx: RequestContext) -> dict:
+def fetch(services: FetchServices, request, ctx: RequestContext
+          ) -> dict | Coroutine[Any, Any, dict]:
     v = ctx.version
     replicas = services.replicas
     topics = _request_topics(replicas, request, v)
@@ -183,14 +184,32 @@ async def fetch(services: FetchServices, request, ctx: RequestContext) -> dict:
     plan = _FetchPlan(replicas, request, v, topics)
     plan.record_follower_positions()
     deadline = time.monotonic() + max(0, request.max_wait_ms) / 1000.0
+    responses, total, any_error = plan.read()
+    if _must_wait(request, plan, total, any_error, deadline):
+        return _after_waiting(services, request, ctx, plan, session_ctx, deadline, responses)
+    return _answer(services, plan, responses, session_ctx)
+
+
+def _must_wait(request, plan: _FetchPlan, total: int, any_error: bool, deadline: float) -> bool:
+    return not (total >= request.min_bytes or any_error or deadline <= time.monotonic() or not plan.keys())
+
+
+async def _after_waiting(services: FetchServices, request, ctx: RequestContext, plan: _FetchPlan,
+                         session_ctx: SessionContext | None, deadline: float, responses: list[dict]) -> dict:
+    """Below min_bytes: park in the purgatory until an append to one of the partitions or
+    max_wait_ms, read again, and so on until there is enough or the time is up."""
     while True:
-        responses, total, any_error = plan.read()
-        wait = deadline - time.monotonic()
-        if total >= request.min_bytes or any_error or wait <= 0 or not plan.keys():
-            break
-        await services.purgatory.wait(plan.keys(), wait)
+        await services.purgatory.wait(plan.keys(), deadline - time.monotonic())
         if ctx.conn.closed:
             break
+        responses, total, any_error = plan.read()
+        if not _must_wait(request, plan, total, any_error, deadline):
+            break
+    return _answer(services, plan, responses, session_ctx)
+
+
+def _answer(services: FetchServices, plan: _FetchPlan, responses: list[dict],
+            session_ctx: SessionContext | None) -> dict:
     _record_stats(services.topic_stats, plan, responses)
     session_id = 0
     if session_ctx is not None and session_ctx.session is not None:

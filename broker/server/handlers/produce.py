@@ -1,8 +1,8 @@
 """Produce: append each partition's record set as opaque batches.
 
-Every append runs before the handler's first await (see network.py), so the batches of one
-connection are appended in the order they were sent. With acks=all the response then waits
-until the high watermark covers each partition's batch (or `timeout_ms` passes).
+Every append runs before the handler returns (see network.py), so the batches of one
+connection are appended in the order they were sent. With acks=all it returns a coroutine
+that answers once the high watermark covers each partition's batch (or `timeout_ms` passes).
 
 Metrics (Kafka's BrokerTopicMetrics): an appended partition adds the record count of its
 batch headers to messages-in and the size of its record set as received to bytes-in; a
@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any, Coroutine, Protocol
 
 from clients.protocol.errors import Code, KafkaError, UnsupportedForMessageFormatError
-
-from typing import Protocol
 
 from ...metadata_cache import MetadataCache
 from ...stats import BrokerTopicStats
@@ -42,7 +41,8 @@ _LOGGED_ERRORS = {
 
 
 @handles("Produce", (0, 10))
-async def produce(services: ProduceServices, request, ctx: RequestContext) -> dict | None:
+def produce(services: ProduceServices, request, ctx: RequestContext
+            ) -> dict | None | Coroutine[Any, Any, dict]:
     acks = request.acks
     stats = services.topic_stats
     results = []
@@ -86,10 +86,17 @@ async def produce(services: ProduceServices, request, ctx: RequestContext) -> di
         results.append({"name": topic.name, "partition_responses": parts})
     if acks == 0:
         return None
+    response = {"responses": results, "throttle_time_ms": 0}
     if waits:
-        timeout_s = max(request.timeout_ms, 0) / 1000.0
-        codes = await asyncio.gather(*(services.replicas.wait_replicated(t, p, off, timeout_s)
-                                       for _, t, p, off in waits))
-        for (entry, _, _, _), code in zip(waits, codes):
-            entry["error_code"] = code
-    return {"responses": results, "throttle_time_ms": 0}
+        return _after_replication(services.replicas, response, waits, max(request.timeout_ms, 0) / 1000.0)
+    return response
+
+
+async def _after_replication(replicas: ReplicaManager, response: dict, waits: list,
+                             timeout_s: float) -> dict:
+    """acks=all: the answer once the high watermark covers every appended batch (or the
+    time is up: each partition then carries REQUEST_TIMED_OUT or NOT_ENOUGH_REPLICAS)."""
+    codes = await asyncio.gather(*(replicas.wait_replicated(t, p, off, timeout_s) for _, t, p, off in waits))
+    for (entry, _, _, _), code in zip(waits, codes):
+        entry["error_code"] = code
+    return response
