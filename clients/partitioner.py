@@ -87,7 +87,7 @@ class ClusterView(Protocol):
     def available_partitions_for(self, topic: str) -> list[int]: ...
 
 
-PartitionerFn = Callable[[str, Any, "bytes | None", Any, "bytes | None", Any], int]
+PartitionerFn = Callable[[str, Any, "bytes | None", Any, "bytes | None", ClusterView], int]
 
 
 class DefaultPartitioner:

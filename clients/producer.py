@@ -30,18 +30,17 @@ import collections
 import concurrent.futures
 import threading
 import time
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 from clients._loop import LoopThread
 from clients.aio.errors import KafkaTimeoutError
 from clients.aio.producer import AsyncProducer, Headers
-from clients.types import RecordMetadata
+from clients.types import DeliveryCallback, RecordMetadata
 
 __all__ = ["Producer"]
 
 _HANDOFF_LIMIT = 10_000  # records queued for the I/O thread before send() blocks
 
-DeliveryCallback = Callable[[Exception | None, RecordMetadata | None], Any]
 # What send() hands to the I/O thread: the record's future and send() arguments, then the
 # time it started waiting; or a 1-tuple marker (flush/close waiting for what came before).
 _Handed = tuple["concurrent.futures.Future[RecordMetadata]", str, Any, Any, int | None,

@@ -5,10 +5,10 @@ well and can be used as dict keys (`TopicPartition`).
 """
 from __future__ import annotations
 
-from typing import NamedTuple, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 __all__ = ["TopicPartition", "OffsetAndMetadata", "OffsetAndTimestamp", "RecordMetadata",
-           "ConsumerRecord", "NewTopic", "Header", "TIMESTAMP_CREATE_TIME",
+           "ConsumerRecord", "NewTopic", "Header", "DeliveryCallback", "TIMESTAMP_CREATE_TIME",
            "TIMESTAMP_LOG_APPEND_TIME", "TIMESTAMP_NOT_AVAILABLE"]
 
 Header = tuple[str, bytes | None]
@@ -50,6 +50,10 @@ class RecordMetadata(NamedTuple):
     timestamp: int
     serialized_key_size: int = -1
     serialized_value_size: int = -1
+
+
+# A producer's per-record callback: (None, metadata) once delivered, (error, None) if not.
+DeliveryCallback = Callable[[Exception | None, RecordMetadata | None], Any]
 
 
 class ConsumerRecord(NamedTuple):

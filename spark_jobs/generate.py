@@ -33,10 +33,13 @@ import sys
 import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence, TextIO
 
 from clients.command_line import ToolParser
 from spark_jobs import etl_common as common
+
+if TYPE_CHECKING:
+    from clients.types import RecordMetadata
 
 DEFAULT_START = "2024-01-01T00:00:00Z"
 SERVICES = ["auth", "billing", "checkout", "search", "inventory", "shipping", "email", "api"]
@@ -188,7 +191,7 @@ def produce(bootstrap: str, ds: Dataset, partitions: int = common.DEFAULT_PARTIT
     failures: list[Exception] = []
     lock = threading.Lock()
 
-    def delivered(err: Exception | None, md: Any) -> None:
+    def delivered(err: Exception | None, md: RecordMetadata | None) -> None:
         if err is not None:
             with lock:
                 failures.append(err)
@@ -251,7 +254,7 @@ def build_dataset(args: argparse.Namespace) -> Dataset:
     return logs_dataset(args.records, args.seed, layout, args.services, args.topic or "logs")
 
 
-def print_expected(ds: Dataset, out: Any = sys.stdout) -> None:
+def print_expected(ds: Dataset, out: TextIO = sys.stdout) -> None:
     e = ds.expected
     if e["job"] == "geo_locations":
         print(f"expected geo_locations output ({len(e['aggregates'])} rows):", file=out)

@@ -16,7 +16,10 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 __all__ = ["strom_spark_session", "REPO_ROOT", "worker_environment"]
 
@@ -43,7 +46,8 @@ def worker_environment() -> dict[str, str]:
             "PYTHONPATH": os.pathsep.join(paths)}
 
 
-def strom_spark_session(app_name: str, master: str = "local[2]", **conf: Any) -> Any:
+def strom_spark_session(app_name: str, master: str = "local[2]",
+                        **conf: Any) -> SparkSession:
     """A SparkSession (created, or the active one reconfigured) with StromDataSource
     registered as "strom". `conf`: Spark settings by their dotted names."""
     env = worker_environment()

@@ -223,6 +223,11 @@ class Controller:
         self.live = {b.broker_id for b in self.zk.live_brokers()}
         for b in self.live:
             self._channel(b)
+        # Tell every broker at once who the controller is now (live brokers, no partitions):
+        # until then their Metadata answers still name the old, dead controller, and a client
+        # such as librdkafka's AdminClient waits for it. Kafka's onControllerFailover also
+        # sends this UpdateMetadata before its state machines start electing.
+        self._send_update_metadata(self.live, [])
         self.assignments = {name: dict(t.partitions) for name, t in self.zk.topics().items()}
         tps = [(t, p) for t, parts in self.assignments.items() for p in parts]
         got = await self.zk.get_partition_states(tps)

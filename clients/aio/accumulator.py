@@ -30,12 +30,14 @@ producer's event loop owns it.
 """
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 from collections import deque
-from typing import Any, Callable, Iterable, Sequence
+from typing import Callable, Iterable, Sequence, Union
 
 from clients.protocol.batch_header import HEADER_SIZE
 from clients.protocol.records import Record, build_batch
-from clients.types import RecordMetadata, TopicPartition
+from clients.types import DeliveryCallback, RecordMetadata, TopicPartition
 
 __all__ = ["ProducerBatch", "RecordAccumulator", "record_size", "BATCH_OVERHEAD"]
 
@@ -46,8 +48,10 @@ _HEADER_OVERHEAD = 10
 NO_SEQUENCE = -1
 INT32_MAX = 2**31 - 1
 
-# (future-like, timestamp, key size, value size, on_delivery or None)
-Waiter = tuple[Any, int, int, int, Any]
+# A record's future: asyncio's (AsyncProducer) or concurrent.futures' (Producer).
+RecordFuture = Union["asyncio.Future[RecordMetadata]", "concurrent.futures.Future[RecordMetadata]"]
+# (future, timestamp, key size, value size, on_delivery or None)
+Waiter = tuple[RecordFuture, int, int, int, DeliveryCallback | None]
 
 
 def record_size(key: bytes | None, value: bytes | None,
@@ -59,12 +63,13 @@ def record_size(key: bytes | None, value: bytes | None,
     return n
 
 
-def _settle(fut: Any, result: Any = None, error: BaseException | None = None) -> None:
-    if fut.done():
-        return
-    if error is None:
-        fut.set_result(result)
-    else:
+def _resolve(fut: RecordFuture, md: RecordMetadata) -> None:
+    if not fut.done():
+        fut.set_result(md)
+
+
+def _reject(fut: RecordFuture, error: Exception) -> None:
+    if not fut.done():
         fut.set_exception(error)
         if hasattr(fut, "get_loop"):
             fut.exception()  # asyncio: mark retrieved; callers may rely on callbacks alone
@@ -151,17 +156,17 @@ class ProducerBatch:
         for delta, (fut, ts, ksz, vsz, cb) in enumerate(self.waiters):
             md = RecordMetadata(topic, partition, base_offset + delta if base_offset >= 0 else -1,
                                 log_append_time if log_append_time != -1 else ts, ksz, vsz)
-            _settle(fut, md)
+            _resolve(fut, md)
             if cb is not None:
                 _call(cb, None, md)
         self._finish()
 
-    def fail(self, error: BaseException) -> None:
+    def fail(self, error: Exception) -> None:
         if self.done:
             return
         self.done = True
         for fut, _, _, _, cb in self.waiters:
-            _settle(fut, error=error)
+            _reject(fut, error)
             if cb is not None:
                 _call(cb, error, None)
         self._finish()
@@ -174,7 +179,7 @@ class ProducerBatch:
             fn()
 
 
-def _call(cb: Callable[[Any, Any], Any], err: Any, md: Any) -> None:
+def _call(cb: DeliveryCallback, err: Exception | None, md: RecordMetadata | None) -> None:
     try:
         cb(err, md)
     except Exception:  # a user callback must not break the producer

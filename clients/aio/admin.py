@@ -38,8 +38,10 @@ from clients.protocol.schema import Struct
 from clients.types import NewTopic, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
 from .client import KafkaClient
+from .connection import BrokerConnection
 from .errors import KafkaConnectionError, KafkaTimeoutError
 from .metadata import BrokerInfo, ClusterMetadata
+from .pool import Node
 
 __all__ = ["AsyncAdminClient", "ClusterDescription", "BrokerInfo", "TopicDescription",
            "PartitionDescription", "ConfigEntry", "GroupListing", "GroupDescription",
@@ -220,7 +222,7 @@ class AsyncAdminClient:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, self._client.retry_backoff_max)
 
-    async def _send(self, node: Any, api_name: str, build: Callable[[int], Any],
+    async def _send(self, node: Node | None, api_name: str, build: Callable[[int], Any],
                     deadline: float) -> Struct:
         """One request to `node` (None: the least loaded broker), its body built for the
         version both sides speak."""
@@ -420,7 +422,7 @@ class AsyncAdminClient:
 
     # ------------------------------------------------------------------ configs
 
-    def _resource(self, resource_type: ResourceType | int, name: str) -> tuple[int, Any]:
+    def _resource(self, resource_type: ResourceType | int, name: str) -> tuple[int, int | None]:
         """(wire type, node to ask): broker resources go to that broker."""
         rtype = resource_type if isinstance(resource_type, int) else _RESOURCE_TYPES.get(
             str(resource_type).lower())
@@ -752,7 +754,7 @@ class AsyncAdminClient:
         return await self._on_leaders("delete_records", before, deadline, call)
 
 
-def _supported(conn: Any) -> set[str]:
+def _supported(conn: BrokerConnection) -> set[str]:
     """Names of the APIs a connection's broker advertises."""
     names = set()
     for key in conn.broker_versions:

@@ -125,7 +125,7 @@ class KafkaClient:
         loop = asyncio.get_running_loop()
         timeout = self.request_timeout if timeout is None else timeout
         deadline = loop.time() + timeout
-        tried: set[Any] = set()
+        tried: set[Node] = set()
         while True:
             node = self.least_loaded_node()
             if node in tried:

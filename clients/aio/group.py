@@ -27,6 +27,7 @@ from typing import Any, Mapping, Sequence
 
 from clients.config import ClientConfig
 from clients.protocol.errors import Code, KafkaError, for_code
+from clients.protocol.schema import Struct
 from clients.types import OffsetAndMetadata, TopicPartition
 
 from .assignors import (COOPERATIVE, PROTOCOL_TYPE, Assignment, Assignor, Subscription,
@@ -72,7 +73,7 @@ class GroupMember:
         self.changed = asyncio.Event()     # set whenever need_rejoin becomes True
         self._joining = False
         self._assigned_counts: dict[str, int] = {}   # leader: what the assignment was built on
-        self._members: list[Any] = []                 # leader: JoinGroup's member list
+        self._members: list[Struct] = []              # leader: JoinGroup's member list
         self._skip_assignment = False
         self._hb_task: asyncio.Task[None] | None = None
         self._closed = False
@@ -232,7 +233,7 @@ class GroupMember:
             return None
         raise for_code(code)(f"SyncGroup of group {self.group_id!r}")
 
-    async def _leader_assign(self, members: list[Any]) -> list[dict]:
+    async def _leader_assign(self, members: list[Struct]) -> list[dict[str, Any]]:
         assignor = next((a for a in self.assignors if a.name == self.protocol_name), None)
         if assignor is None:
             raise for_code(Code.INCONSISTENT_GROUP_PROTOCOL)(

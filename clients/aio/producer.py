@@ -48,13 +48,15 @@ import time
 from typing import Any, Callable, Mapping, Sequence
 
 from clients.config import ClientConfig, ConfigError, acks_value, resolve
-from clients.partitioner import DefaultPartitioner
+from clients.partitioner import DefaultPartitioner, PartitionerFn
 from clients.protocol.compression import codec_for_name
 from clients.protocol.errors import BY_NAME, KafkaError, for_code
 from clients.protocol.records import Record
-from clients.types import RecordMetadata, TopicPartition
+from clients.protocol.schema import Struct
+from clients.types import DeliveryCallback, RecordMetadata, TopicPartition
 
-from .accumulator import BATCH_OVERHEAD, ProducerBatch, RecordAccumulator, record_size
+from .accumulator import (BATCH_OVERHEAD, ProducerBatch, RecordAccumulator, RecordFuture,
+                          record_size)
 from .client import KafkaClient
 from .connection import BrokerConnection
 from .errors import KafkaConnectionError, KafkaTimeoutError
@@ -154,7 +156,7 @@ class AsyncProducer:
             compression_level=cfg["compression.level"],
             delivery_timeout=cfg.ms("delivery.timeout.ms"),
             max_in_flight=self._max_in_flight, idempotent=idempotent)
-        self._partitioner: Any = cfg["partitioner"] or DefaultPartitioner(
+        self._partitioner: PartitionerFn = cfg["partitioner"] or DefaultPartitioner(
             cfg["partitioner.ignore.keys"])
         self._sticky_hook = getattr(self._partitioner, "on_new_batch", None)
         self._uses_sticky = getattr(self._partitioner, "uses_sticky", None)
@@ -264,7 +266,7 @@ class AsyncProducer:
     async def send(self, topic: str, value: Any = None, key: Any = None,
                    partition: int | None = None, timestamp_ms: int | None = None,
                    headers: Headers = None,
-                   on_delivery: Callable[[Exception | None, RecordMetadata | None], Any] | None = None,
+                   on_delivery: DeliveryCallback | None = None,
                    ) -> "asyncio.Future[RecordMetadata]":
         """Buffer one record; returns the future of its RecordMetadata (see the module
         docstring). Raises at once: MessageTooLargeError (record above max.request.size or
@@ -281,8 +283,9 @@ class AsyncProducer:
         fut = await self.send(topic, value, key, partition, timestamp_ms, headers)
         return await fut
 
-    async def _send(self, fut: Any, topic: str, value: Any, key: Any, partition: int | None,
-                    timestamp_ms: int | None, headers: Headers, on_delivery: Any,
+    async def _send(self, fut: RecordFuture, topic: str, value: Any, key: Any,
+                    partition: int | None, timestamp_ms: int | None, headers: Headers,
+                    on_delivery: DeliveryCallback | None,
                     blocked_since: float | None = None) -> None:
         """Append one record whose outcome goes to `fut` (an asyncio or concurrent future).
         max.block.ms counts from `blocked_since` (time.monotonic(), the loop's clock) when
@@ -548,7 +551,7 @@ class AsyncProducer:
             self._node_in_flight[node] -= 1
             self._wake.set()
 
-    def _handle(self, b: ProducerBatch, p: Any) -> None:
+    def _handle(self, b: ProducerBatch, p: Struct) -> None:
         code = p.error_code
         if code == 0 or code == _DUPLICATE_SEQUENCE:
             self._acc.acknowledged(b)

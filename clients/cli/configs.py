@@ -21,7 +21,7 @@ from .common import (CliError, ToolParser, add_connection_args, admin_client, pa
                      read_config_file, run_tool)
 
 if TYPE_CHECKING:
-    from clients.aio.admin import ResourceType
+    from clients.aio.admin import ConfigEntry, ResourceType
 
 ERROR_PREFIX = "Error while executing config command : "
 
@@ -81,13 +81,13 @@ def resolve_entity(args: argparse.Namespace) -> tuple[ResourceType, str | None]:
     return ENTITY_TYPES[etype], name
 
 
-def source_name(source: Any) -> str:
+def source_name(source: int | str) -> str:
     if isinstance(source, int):
         return SOURCE_NAMES.get(source, str(source))
     return str(source)
 
 
-def entry_line(e: Any) -> str:
+def entry_line(e: ConfigEntry) -> str:
     """`  name=value sensitive=false synonyms={SOURCE:name=value, ...}` for one ConfigEntry."""
     sensitive = bool(getattr(e, "sensitive", False))
     value = "null" if sensitive or e.value is None else e.value
@@ -104,7 +104,7 @@ def _field(s: Any, name: str, index: int) -> Any:
     return getattr(s, name) if hasattr(s, name) else s[index]
 
 
-def is_dynamic(e: Any, resource_type: str, name: str | None) -> bool:
+def is_dynamic(e: ConfigEntry, resource_type: str, name: str | None) -> bool:
     src = source_name(e.source)
     if resource_type == "topic":
         return src == "DYNAMIC_TOPIC_CONFIG"
@@ -118,7 +118,7 @@ def describe_header(resource_type: str, name: str | None, show_all: bool) -> str
     return f"{kind} configs for {resource_type} {name} are:"
 
 
-def describe_lines(entries: dict[str, Any], resource_type: str, name: str | None,
+def describe_lines(entries: dict[str, ConfigEntry], resource_type: str, name: str | None,
                    show_all: bool) -> list[str]:
     lines = [describe_header(resource_type, name, show_all)]
     for key in sorted(entries):

@@ -24,10 +24,14 @@ import struct
 import sys
 import time
 import uuid
-from typing import Any, BinaryIO, Callable, NamedTuple
+from typing import TYPE_CHECKING, Any, BinaryIO, Callable, NamedTuple
 
 from .common import (CliError, ToolParser, add_connection_args, client_config, command_timeout,
                      interrupt_on_sigterm, parse_assignment, run_tool, wait_reachable)
+
+if TYPE_CHECKING:
+    from clients.consumer import Consumer
+    from clients.types import ConsumerRecord
 
 ERROR_PREFIX = "Error: "
 TIMESTAMP_TYPES = {0: "CreateTime", 1: "LogAppendTime"}
@@ -142,7 +146,7 @@ def _bytes(v: Any, opts: FormatOptions, decoder: Callable[[bytes], bytes] | None
     return str(v).encode()
 
 
-def format_record(rec: Any, opts: FormatOptions) -> bytes:
+def format_record(rec: ConsumerRecord, opts: FormatOptions) -> bytes:
     """One record as Kafka's DefaultMessageFormatter prints it (line separator included)."""
     fields: list[bytes] = []
     if opts.print_timestamp:
@@ -229,7 +233,7 @@ def _final_config(args: argparse.Namespace) -> dict[str, Any]:
     return cfg
 
 
-def _start(consumer: Any, args: argparse.Namespace) -> None:
+def _start(consumer: Consumer, args: argparse.Namespace) -> None:
     from clients.types import TopicPartition
 
     if args.partition is None:
@@ -253,7 +257,7 @@ def _start(consumer: Any, args: argparse.Namespace) -> None:
         consumer.seek_to_beginning(tp)
     elif offset == "latest":
         consumer.seek_to_end(tp)
-    else:
+    elif isinstance(offset, int):                # parse_offset gives no other string
         consumer.seek(tp, offset)
 
 
@@ -263,7 +267,7 @@ class Progress:
     count = 0
 
 
-def consume(consumer: Any, opts: FormatOptions, out: BinaryIO, max_messages: int | None,
+def consume(consumer: Consumer, opts: FormatOptions, out: BinaryIO, max_messages: int | None,
             timeout_ms: int | None, skip_on_error: bool, progress: Progress | None = None) -> int:
     """Poll and print until max_messages or timeout_ms without a record; returns the count."""
     progress = progress or Progress()

@@ -18,10 +18,13 @@ from __future__ import annotations
 import argparse
 import sys
 import threading
-from typing import Any, BinaryIO, Iterator, NamedTuple
+from typing import TYPE_CHECKING, Any, BinaryIO, Iterator, NamedTuple
 
 from .common import (CliError, ToolParser, add_connection_args, client_config, command_timeout,
                      interrupt_on_sigterm, parse_assignment, run_tool, wait_reachable)
+
+if TYPE_CHECKING:
+    from clients.types import RecordMetadata
 
 ERROR_PREFIX = "Error: "
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
@@ -166,7 +169,7 @@ class _Failures:
         self.first: list[str] = []
 
     def callback(self, topic: str, key: bytes | None, value: bytes | None):
-        def on_delivery(err: Exception | None, md: Any) -> None:
+        def on_delivery(err: Exception | None, md: RecordMetadata | None) -> None:
             if err is None:
                 return
             with self._lock:

@@ -20,9 +20,14 @@ import datetime as dt
 import re
 import sys
 import time
-from typing import Any, Iterable, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, NamedTuple, Sequence
 
 from .common import CliError, ToolParser, add_connection_args, admin_client, run_tool
+
+if TYPE_CHECKING:
+    from clients.admin import AdminClient
+    from clients.aio.admin import GroupDescription, MemberDescription
+    from clients.types import OffsetAndMetadata, TopicPartition
 
 ERROR_PREFIX = "Error: "
 INACTIVE_STATES = ("Empty", "Dead", "")
@@ -166,9 +171,11 @@ def clamp(offset: int, earliest: int, latest: int) -> int:
     return max(earliest, min(latest, offset))
 
 
-def plan_reset(spec: tuple[str, Any], tps: Iterable[Any], committed: dict[Any, int],
-               earliest: dict[Any, int], latest: dict[Any, int],
-               by_time: dict[Any, int | None] | None = None) -> dict[Any, int]:
+def plan_reset(spec: tuple[str, Any], tps: Iterable[TopicPartition],
+               committed: dict[TopicPartition, int], earliest: dict[TopicPartition, int],
+               latest: dict[TopicPartition, int],
+               by_time: dict[TopicPartition, int | None] | None = None
+               ) -> dict[TopicPartition, int]:
     """New offsets for `tps` under a reset specification (Kafka's semantics)."""
     kind, value = spec
     out = {}
@@ -226,12 +233,13 @@ class OffsetRow(NamedTuple):
     client_id: str
 
 
-def offset_rows(group: str, members: Sequence[Any], committed: dict[Any, Any],
-                log_end: dict[Any, int | None]) -> list[OffsetRow]:
+def offset_rows(group: str, members: Sequence[MemberDescription],
+                committed: dict[TopicPartition, OffsetAndMetadata],
+                log_end: dict[TopicPartition, int | None]) -> list[OffsetRow]:
     """One row per assigned or committed partition (members without partitions get a row of
     dashes), sorted by topic, partition."""
     rows: list[OffsetRow] = []
-    owner: dict[Any, Any] = {}
+    owner: dict[TopicPartition, MemberDescription] = {}
     for m in members:
         assignment = list(getattr(m, "assignment", None) or [])
         for tp in assignment:
@@ -241,15 +249,15 @@ def offset_rows(group: str, members: Sequence[Any], committed: dict[Any, Any],
                                   m.client_host, m.client_id))
     for tp in sorted(set(owner) | set(committed), key=lambda tp: (tp.topic, tp.partition)):
         c = committed.get(tp)
-        current = getattr(c, "offset", c)
+        current = c.offset if c is not None else None
         if current is not None and current < 0:
             current = None
         leo = log_end.get(tp)
         lag = leo - current if current is not None and leo is not None else None
-        m = owner.get(tp)
+        o = owner.get(tp)
         rows.append(OffsetRow(group, tp.topic, tp.partition, _dash(current), _dash(leo), _dash(lag),
-                              m.member_id if m else "-", m.client_host if m else "-",
-                              m.client_id if m else "-"))
+                              o.member_id if o else "-", o.client_host if o else "-",
+                              o.client_id if o else "-"))
     return rows
 
 
@@ -257,7 +265,8 @@ def _dash(v: Any) -> Any:
     return "-" if v is None else v
 
 
-def member_rows(group: str, members: Sequence[Any], verbose: bool) -> list[list[Any]]:
+def member_rows(group: str, members: Sequence[MemberDescription],
+                verbose: bool) -> list[list[Any]]:
     rows = []
     for m in members:
         assignment = list(getattr(m, "assignment", None) or [])
@@ -283,12 +292,12 @@ def state_message(group: str, state: str) -> str | None:
 
 # ------------------------------------------------------------------ actions
 
-def _state(desc: Any) -> str:
+def _state(desc: GroupDescription) -> str:
     state = getattr(desc, "state", "") or ""
     return state if isinstance(state, str) else str(getattr(state, "name", state))
 
 
-def _describe_group(admin: Any, group: str) -> Any | None:
+def _describe_group(admin: AdminClient, group: str) -> GroupDescription | None:
     """The group's description, or None if it does not exist."""
     from clients.protocol.errors import KafkaError
 
@@ -325,25 +334,25 @@ def find_coordinator(args: argparse.Namespace, group: str) -> str:
     return asyncio.run(find())
 
 
-def _groups(admin: Any, args: argparse.Namespace) -> list[str]:
+def _groups(admin: AdminClient, args: argparse.Namespace) -> list[str]:
     if args.all_groups:
         return sorted(g.group_id for g in admin.list_groups())
     return list(dict.fromkeys(args.group))
 
 
-def _offsets_by(admin: Any, tps: Sequence[Any], spec: Any) -> dict[Any, int | None]:
+def _offsets_by(admin: AdminClient, tps: Sequence[TopicPartition],
+                spec: Any) -> dict[TopicPartition, int | None]:
     if not tps:
         return {}
     res = admin.list_offsets({tp: spec for tp in tps})
-    out: dict[Any, int | None] = {}
+    out: dict[TopicPartition, int | None] = {}
     for tp in tps:
         r = res.get(tp)
-        off = getattr(r, "offset", r)
-        out[tp] = None if off is None or off < 0 else off
+        out[tp] = None if r is None or r.offset < 0 else r.offset
     return out
 
 
-def _do_list(admin: Any, args: argparse.Namespace, out) -> int:
+def _do_list(admin: AdminClient, args: argparse.Namespace, out) -> int:
     groups = sorted(admin.list_groups(), key=lambda g: g.group_id)
     if args.state is None:
         for g in groups:
@@ -357,7 +366,7 @@ def _do_list(admin: Any, args: argparse.Namespace, out) -> int:
     return 0
 
 
-def _do_describe(admin: Any, args: argparse.Namespace, out) -> int:
+def _do_describe(admin: AdminClient, args: argparse.Namespace, out) -> int:
     from clients.types import TopicPartition
 
     rc = 0
@@ -398,7 +407,7 @@ def _do_describe(admin: Any, args: argparse.Namespace, out) -> int:
     return rc
 
 
-def _do_delete(admin: Any, args: argparse.Namespace, out) -> int:
+def _do_delete(admin: AdminClient, args: argparse.Namespace, out) -> int:
     from clients.protocol.errors import KafkaError
 
     groups = _groups(admin, args)
@@ -419,7 +428,8 @@ def _do_delete(admin: Any, args: argparse.Namespace, out) -> int:
     return 0
 
 
-def _reset_partitions(admin: Any, args: argparse.Namespace, committed: dict[Any, Any]) -> list[Any]:
+def _reset_partitions(admin: AdminClient, args: argparse.Namespace,
+                      committed: dict[TopicPartition, OffsetAndMetadata]) -> list[TopicPartition]:
     from clients.types import TopicPartition
 
     if args.all_topics:
@@ -430,7 +440,7 @@ def _reset_partitions(admin: Any, args: argparse.Namespace, committed: dict[Any,
         if topic not in existing:
             raise CliError(f"Topic '{topic}' does not exist.")
     descs = admin.describe_topics(sorted({t for t, _ in scopes}))
-    tps: set[Any] = set()
+    tps: set[TopicPartition] = set()
     for topic, parts in scopes:
         have = {p.partition for p in descs[topic].partitions}
         if parts is None:
@@ -442,12 +452,12 @@ def _reset_partitions(admin: Any, args: argparse.Namespace, committed: dict[Any,
     return sorted(tps)
 
 
-def _do_reset(admin: Any, args: argparse.Namespace, out) -> int:
+def _do_reset(admin: AdminClient, args: argparse.Namespace, out) -> int:
     from clients.types import OffsetAndMetadata
 
     spec = reset_spec(args)
     assert spec is not None
-    plans: list[tuple[str, dict[Any, int]]] = []
+    plans: list[tuple[str, dict[TopicPartition, int]]] = []
     for group in _groups(admin, args):
         desc = _describe_group(admin, group)
         state = _state(desc) if desc is not None else "Dead"
@@ -455,8 +465,7 @@ def _do_reset(admin: Any, args: argparse.Namespace, out) -> int:
             raise CliError(f"Assignments can only be reset if the group '{group}' is inactive, "
                            f"but the current state is {state}.")
         committed_raw = admin.list_group_offsets(group)
-        committed = {tp: getattr(o, "offset", o) for tp, o in committed_raw.items()
-                     if getattr(o, "offset", o) is not None and getattr(o, "offset", o) >= 0}
+        committed = {tp: o.offset for tp, o in committed_raw.items() if o.offset >= 0}
         tps = _reset_partitions(admin, args, committed_raw)
         earliest = _offsets_by(admin, tps, "earliest")
         latest = _offsets_by(admin, tps, "latest")

@@ -12,9 +12,12 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .common import CliError, ToolParser, add_connection_args, admin_client, run_tool
+
+if TYPE_CHECKING:
+    from clients.types import OffsetAndTimestamp, TopicPartition
 
 ERROR_PREFIX = "Error: "
 NAMED_TIMES = {"latest": -1, "earliest": -2, "max-timestamp": -3}
@@ -75,12 +78,13 @@ def list_offsets_spec(time_value: int) -> Any:
     return {-1: "latest", -2: "earliest"}.get(time_value, time_value)
 
 
-def format_offsets(tps: list[Any], results: dict[Any, Any]) -> list[str]:
+def format_offsets(tps: list[TopicPartition],
+                   results: dict[TopicPartition, OffsetAndTimestamp]) -> list[str]:
     """`topic:partition:offset` lines sorted by topic then partition (offset blank if none)."""
     lines = []
     for tp in sorted(tps, key=lambda tp: (tp.topic, tp.partition)):
         r = results.get(tp)
-        offset = getattr(r, "offset", r)
+        offset = r.offset if r is not None else None
         shown = "" if offset is None or offset < 0 else str(offset)
         lines.append(f"{tp.topic}:{tp.partition}:{shown}")
     return lines

@@ -22,10 +22,13 @@ import asyncio
 import random
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .common import (CliError, ToolParser, client_config, command_timeout, parse_assignment,
                      run_tool, wait_reachable)
+
+if TYPE_CHECKING:
+    from clients.types import RecordMetadata
 
 ERROR_PREFIX = "Error: "
 MAX_REPORTED_FAILURES = 5
@@ -179,7 +182,8 @@ async def produce(args: argparse.Namespace, cfg: dict[str, Any], payloads: list[
             sent_at = clock()
             size = len(value)
 
-            def done(err: BaseException | None, md: Any, sent_at: float = sent_at, size: int = size) -> None:
+            def done(err: BaseException | None, md: RecordMetadata | None, sent_at: float = sent_at,
+                     size: int = size) -> None:
                 now = clock()
                 if err is not None:
                     failures.append(err)

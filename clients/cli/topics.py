@@ -15,10 +15,14 @@ import base64
 import re
 import sys
 import uuid
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from .common import (CliError, ToolParser, add_connection_args, admin_client, parse_assignment,
                      run_tool)
+
+if TYPE_CHECKING:
+    from clients.admin import AdminClient
+    from clients.aio.admin import ConfigEntry, TopicDescription
 
 ERROR_PREFIX = "Error while executing topic command : "
 INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
@@ -125,7 +129,7 @@ def _ids(values: Sequence[int]) -> str:
     return ",".join(str(v) for v in values)
 
 
-def describe_lines(desc: Any, configs: dict[str, str], *, under_replicated: bool = False,
+def describe_lines(desc: TopicDescription, configs: dict[str, str], *, under_replicated: bool = False,
                    unavailable: bool = False, overrides_only: bool = False) -> list[str]:
     """Kafka's --describe lines for one topic (`desc` a TopicDescription)."""
     parts = sorted(desc.partitions, key=lambda p: p.partition)
@@ -147,7 +151,7 @@ def describe_lines(desc: Any, configs: dict[str, str], *, under_replicated: bool
     return lines
 
 
-def non_default_configs(entries: dict[str, Any]) -> dict[str, str]:
+def non_default_configs(entries: dict[str, ConfigEntry]) -> dict[str, str]:
     """Configs Kafka lists in --describe: every entry that is not a default, sensitive
     values hidden."""
     out = {}
@@ -158,7 +162,7 @@ def non_default_configs(entries: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-def _topic_names(admin: Any, args: argparse.Namespace) -> list[str]:
+def _topic_names(admin: AdminClient, args: argparse.Namespace) -> list[str]:
     names = matching(admin.list_topics(include_internal=not args.exclude_internal), args.topic)
     if args.exclude_internal:
         names = [n for n in names if n not in INTERNAL_TOPICS]
@@ -193,7 +197,7 @@ def run(args: argparse.Namespace, out=None) -> int:
     return 0
 
 
-def _create(admin: Any, args: argparse.Namespace, out) -> int:
+def _create(admin: AdminClient, args: argparse.Namespace, out) -> int:
     from clients.protocol.errors import KafkaError
     from clients.types import NewTopic
 
@@ -215,7 +219,7 @@ def _create(admin: Any, args: argparse.Namespace, out) -> int:
     return 0
 
 
-def _describe(admin: Any, names: list[str], args: argparse.Namespace, out) -> None:
+def _describe(admin: AdminClient, names: list[str], args: argparse.Namespace, out) -> None:
     if not names:
         return
     descs = admin.describe_topics(names)

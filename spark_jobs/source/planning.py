@@ -19,13 +19,16 @@ from __future__ import annotations
 import asyncio
 import re
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Iterable, Mapping, TypeVar
+from typing import TYPE_CHECKING, Awaitable, Callable, Iterable, Mapping, TypeVar
 
 from clients.aio import AsyncAdminClient
 from clients.config import KEYS
-from clients.types import TopicPartition
+from clients.types import OffsetAndTimestamp, TopicPartition
 
 from .options import EARLIEST, LATEST, OffsetSpec, SourceOptions
+
+if TYPE_CHECKING:
+    from clients.admin import TopicDescription
 
 __all__ = ["OffsetOracle", "OffsetRange", "resolve_spec", "rate_limit", "plan_ranges",
            "to_json_offsets", "from_json_offsets"]
@@ -67,7 +70,7 @@ class OffsetOracle:
         if opts.assign is not None:
             return sorted(TopicPartition(t, p) for t, ps in opts.assign.items() for p in ps)
 
-        async def work(admin: AsyncAdminClient) -> Any:
+        async def work(admin: AsyncAdminClient) -> dict[str, TopicDescription]:
             return await admin.describe_topics(None)
         topics = self._run(work)
         if opts.pattern is not None:
@@ -83,11 +86,11 @@ class OffsetOracle:
         that timestamp or a later one."""
         if not specs:
             return {}
-        wire: dict[TopicPartition, Any] = {
+        wire: dict[TopicPartition, str | int] = {
             tp: ("earliest" if s == EARLIEST else "latest" if s == LATEST else int(s))
             for tp, s in specs.items()}
 
-        async def work(admin: AsyncAdminClient) -> Any:
+        async def work(admin: AsyncAdminClient) -> dict[TopicPartition, OffsetAndTimestamp]:
             return await admin.list_offsets(wire, self.opts.isolation_level)
         found = self._run(work)
         return {tp: found[tp].offset for tp in specs}
@@ -103,7 +106,8 @@ class OffsetOracle:
         if not tps:
             return {}, {}
 
-        async def work(admin: AsyncAdminClient) -> Any:
+        async def work(admin: AsyncAdminClient) -> tuple[dict[TopicPartition, OffsetAndTimestamp],
+                                                          dict[TopicPartition, OffsetAndTimestamp]]:
             lo = await admin.list_offsets({tp: "earliest" for tp in tps}, self.opts.isolation_level)
             hi = await admin.list_offsets({tp: "latest" for tp in tps}, self.opts.isolation_level)
             return lo, hi

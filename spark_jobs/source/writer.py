@@ -19,6 +19,7 @@ from pyspark.sql.datasource import (DataSourceArrowWriter, DataSourceStreamArrow
 from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, StringType, StructType)
 
 from clients import Producer
+from clients.types import RecordMetadata
 
 from .options import SinkOptions
 
@@ -75,7 +76,7 @@ def send_batches(opts: SinkOptions, batches: Iterator[pa.RecordBatch]) -> int:
     errors: list[BaseException] = []
     lock = threading.Lock()
 
-    def delivered(err: BaseException | None, _md: Any) -> None:
+    def delivered(err: BaseException | None, _md: RecordMetadata | None) -> None:
         if err is not None:
             with lock:
                 errors.append(err)

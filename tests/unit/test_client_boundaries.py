@@ -11,7 +11,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 # The clients' public modules; everything in clients.protocol is public (sans-io).
 PUBLIC = {"clients", "clients.aio", "clients.command_line", "clients.config", "clients.types",
-          "clients.serde", "clients.partitioner"}
+          "clients.serde", "clients.partitioner", "clients.producer", "clients.consumer",
+          "clients.admin"}
 
 
 def _imports(package: str) -> list[tuple[str, str, str | None]]:
