@@ -2,7 +2,10 @@
 
 - segment.py       one segment's files (.log, .index, .timeindex), FileRegion, delayed deletes
 - index.py         the sparse offset index and time index
-- partition_log.py a partition's log: append, read, truncate, retention, segment swaps
+- partition_log.py a partition's log: validation and offsets on append, reads up to the high
+                   watermark, log start, producer state, leader epochs, retention decisions
+- local_log.py     its segment list: log end, active segment, roll, lookups, flush, truncation,
+                   removal and swaps of segments
 - cleaner.py       log compaction of cleanup.policy=compact topics (LogManager.run_cleaner)
 - log_loader.py    opening a partition dir: leftovers, recovery, producer state replay
 - producer_state.py idempotent producer state (sequence / epoch checks), snapshots
@@ -14,17 +17,19 @@
 
 Everything runs on the event-loop thread; methods are synchronous and their blocking I/O
 is documented per module. Record bytes of delete-policy topics are never decoded on the
-produce or fetch path (DESIGN invariant 6); records are decoded only by the cleaner, by
+produce or fetch path; records are decoded only by the cleaner, by
 ListOffsets-by-time lookups (record_lookup.py) and, as Kafka does, by the produce check
 that a compacted topic's records have keys (validation.py).
 """
 from .config import LogConfig
 from .log_manager import LogManager
-from .partition_log import AppendInfo, FetchDataInfo, LogOffsetMetadata, PartitionLog
+from .local_log import FetchDataInfo, LocalLog, LogOffsetMetadata
+from .partition_log import AppendInfo, PartitionLog
 from .producer_state import ORIGIN_CLIENT, ORIGIN_COORDINATOR, ORIGIN_REPLICATION
 from .segment import FileRegion, LogSegment
 
 __all__ = [
-    "AppendInfo", "FetchDataInfo", "FileRegion", "LogConfig", "LogManager", "LogOffsetMetadata",
+    "AppendInfo", "FetchDataInfo", "FileRegion", "LocalLog", "LogConfig", "LogManager",
+    "LogOffsetMetadata",
     "LogSegment", "PartitionLog", "ORIGIN_CLIENT", "ORIGIN_COORDINATOR", "ORIGIN_REPLICATION",
 ]

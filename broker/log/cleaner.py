@@ -34,7 +34,7 @@ A compacted log keeps at least the last record of every key. One cleaning of one
      for the group's last batch, so that a cleaned segment ends at the same offset as the
      segments it replaces (which is what finishing a crashed swap relies on).
    The group's segment is then fsynced, given the last old segment's mtime and swapped in
-   (`PartitionLog.replace_segments`: `.cleaned` -> `.swap` -> final name, old segments
+   (`LocalLog.replace_segments`: `.cleaned` -> `.swap` -> final name, old segments
    deleted after file.delete.delay.ms so in-flight file regions stay readable). A group of
    one segment in which nothing changed is left alone. Offsets are never reassigned: a
    fetch from a removed offset returns the next batch that remains.

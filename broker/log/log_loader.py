@@ -3,7 +3,7 @@
 Kafka's LogLoader, reduced to what a header-only log needs:
 - leftovers are removed: `*.deleted` segment files (their delay died with the process),
   `*.cleaned` and `*.tmp` files, index files without a `.log`;
-- an interrupted cleaner swap is finished or rolled back (PartitionLog.replace_segments
+- an interrupted cleaner swap is finished or rolled back (LocalLog.replace_segments
   renames a cleaned segment `.cleaned` -> `.swap` with its `.log` last, retires the old
   segments, then `.swap` -> final name). A `<base>.log.swap` means the swap was
   committed: the swap segment is recovered, every old segment file with a base offset in

@@ -1,10 +1,12 @@
-"""A partition's log: its segments, offsets, appends, reads, truncation and retention.
+"""A partition's log: offsets, appends, reads, truncation and retention (Kafka's UnifiedLog).
 
-Layering (Kafka's): LogSegment (files of one segment) -> the sorted segment list kept
-here -> PartitionLog (log start, log end, high watermark, recovery point, leader epoch
-cache, producer state) -> LogManager (all partitions of the broker's log dirs).
+Layering (Kafka's): LogSegment (files of one segment) -> LocalLog (local_log.py: the
+sorted segment list, the log end offset, the recovery point, flushes) -> PartitionLog (log
+start, high watermark, leader epoch cache, producer state, validation and offset
+assignment, the last stable offset, retention decisions) -> LogManager (all partitions of
+the broker's log dirs). PartitionLog decides; its LocalLog carries out on the segments.
 
-Invariants kept here (DESIGN.md 1, 2, 6):
+Invariants kept here:
 - offsets are dense and strictly increasing: the leader assigns `log_end_offset`,
   `log_end_offset + 1`, ... by patching each batch's baseOffset in place; a request's
   batches are validated completely, then written with one os.write, or not at all;
@@ -21,6 +23,8 @@ Invariants kept here (DESIGN.md 1, 2, 6):
   offset starts at the next batch that remains, and `replace_segments` swaps cleaned
   segments in so that a crash at any instant leaves the old or the new segments.
 
+Hot path: an append or a read costs one call into the LocalLog, no per-record work.
+
 Concurrency: everything runs on the one event-loop thread; every method is synchronous.
 Blocking I/O: opening (recovery reads whole unflushed segments), `append_*` (os.write to
 the page cache; a roll creates files and fsyncs a producer snapshot), `read` and the offset
@@ -34,22 +38,22 @@ from __future__ import annotations
 import logging
 import os
 import struct
-from bisect import bisect_right
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 from clients.protocol.batch_header import (ATTRIBUTES_OFFSET, TIMESTAMP_TYPE_LOG_APPEND,
                                            BatchHeader, patch_base_offset,
                                            patch_partition_leader_epoch, write_crc)
 
-from . import checkpoints, record_lookup
+from . import checkpoints
 from .config import LogConfig
-from .errors import KafkaStorageError, OffsetOutOfRangeError, RecordListTooLargeError
+from .errors import OffsetOutOfRangeError, RecordListTooLargeError
 from .leader_epoch import LeaderEpochCache
+from .local_log import FetchDataInfo, LocalLog, LogOffsetMetadata
+from .log_loader import rebuild_producer_state
 from .producer_state import ORIGIN_CLIENT, ProducerStateManager
 from .recompress import recompress_batches, target_codec
-from .log_loader import load_segments, rebuild_producer_state
-from .segment import SWAP_SUFFIX, BatchInfo, FileRegion, LogSegment, SegmentDeleter
+from .segment import BatchInfo, LogSegment, SegmentDeleter
 from .segment import now_ms as _clock
 from .validation import (scan_batches, validate_follower_batches, validate_leader_batches,
                          validate_record_keys)
@@ -80,29 +84,6 @@ class AppendInfo:
     duplicate: bool = False         # a retried idempotent batch: nothing was appended
 
 
-@dataclass(frozen=True, slots=True)
-class LogOffsetMetadata:
-    """Where an offset lives: the segment and the byte position of its batch."""
-
-    offset: int
-    segment_base_offset: int
-    position: int
-
-
-@dataclass(slots=True)
-class FetchDataInfo:
-    offset_metadata: LogOffsetMetadata
-    regions: list[FileRegion] = field(default_factory=list)
-    high_watermark: int = 0
-    log_start_offset: int = 0
-    log_end_offset: int = 0
-    last_stable_offset: int = 0
-
-    @property
-    def size(self) -> int:
-        return sum(r.size for r in self.regions)
-
-
 class PartitionLog:
     """One partition's log in `dir` (named `<topic>-<partition>`), opened and recovered by
     the constructor. `recovery_point`: offsets below it were fsynced and are trusted;
@@ -120,52 +101,44 @@ class PartitionLog:
             topic, partition = name, int(index)
         self.topic = topic
         self.partition = partition
+        # Also held by the LocalLog; update_config changes both.
         self.config = config
         self.deleter = deleter if deleter is not None else SegmentDeleter()
-        self.segments: list[LogSegment] = []
-        self._bases: list[int] = []
         self.log_start_offset = log_start_offset
-        self.recovery_point = recovery_point
-        self._leo = 0
         self._hw = 0
-        self.last_flush_ms = _clock()
-        self.pending_flush_offset: int | None = None   # a roll left older segments unflushed
         # The cleaner's progress: offsets below it were compacted (None: nothing known, the
         # cleaner starts at the log start). Lowered by truncation.
         self.first_dirty_offset = first_dirty_offset
-        self._dir_dirty = False
         # Called after the recovery point (or the first dirty offset) moved backwards
         # (truncation) so the owner can rewrite its checkpoints before more data lands.
         self.on_recovery_point_lowered: Callable[[PartitionLog], None] | None = None
         os.makedirs(dir, exist_ok=True)
         self.leader_epochs = LeaderEpochCache(os.path.join(dir, checkpoints.LEADER_EPOCH_FILE))
         self.producers = ProducerStateManager(dir, fsync_later)
-        self._load(recovery_point, log_start_offset, clean_shutdown)
+        self.local_log = LocalLog.open(dir, f"{topic}-{partition}", config, self.deleter,
+                                       recovery_point=recovery_point, start_offset=log_start_offset,
+                                       clean=clean_shutdown, leader_epochs=self.leader_epochs)
+        self._load(log_start_offset)
 
     # =================================================================== loading
-    def _load(self, recovery_point: int, log_start_offset: int, clean: bool) -> None:
-        cfg = self.config
-        segs = load_segments(self.dir, cfg, recovery_point, clean, self.leader_epochs)
-        if not segs:
-            segs = [LogSegment.open(self.dir, log_start_offset, cfg.index_interval_bytes,
-                                    cfg.segment_index_bytes, create=True)]
-        self.segments = segs
-        self._bases = [s.base_offset for s in segs]
-        self._leo = segs[-1].next_offset
-        self.log_start_offset = max(log_start_offset, segs[0].base_offset)
-        if self.log_start_offset > self._leo:
+    def _load(self, log_start_offset: int) -> None:
+        """The partition's own state over the segments just opened (LocalLog.open)."""
+        local = self.local_log
+        leo = local.log_end_offset
+        self.log_start_offset = max(log_start_offset, local.segments[0].base_offset)
+        if self.log_start_offset > leo:
             # Everything left is below a log start that was already exposed: restart empty
             # there rather than hand out offsets consumers have seen.
             self.truncate_fully_and_start_at(self.log_start_offset)
             return
-        self.recovery_point = self._leo if clean else min(max(recovery_point, 0), self._leo)
-        self.leader_epochs.truncate_from_end(self._leo)
+        self.leader_epochs.truncate_from_end(leo)
         self.leader_epochs.truncate_from_start(self.log_start_offset)
         self._rebuild_producer_state()
         self._hw = self.log_start_offset
 
     def _rebuild_producer_state(self) -> None:
-        rebuild_producer_state(self.producers, self.segments, self._leo)
+        rebuild_producer_state(self.producers, self.local_log.segments,
+                               self.local_log.log_end_offset)
 
     # =================================================================== properties
     @property
@@ -174,15 +147,38 @@ class PartitionLog:
 
     @property
     def log_end_offset(self) -> int:
-        return self._leo
+        return self.local_log.log_end_offset
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        """The segments, oldest first (the LocalLog's list: read it, never change it)."""
+        return self.local_log.segments
 
     @property
     def active_segment(self) -> LogSegment:
-        return self.segments[-1]
+        return self.local_log.segments[-1]
 
     @property
     def size_in_bytes(self) -> int:
-        return sum(s.size for s in self.segments)
+        return self.local_log.size_in_bytes
+
+    @property
+    def recovery_point(self) -> int:
+        """Offsets below it were fsynced and are trusted after a crash."""
+        return self.local_log.recovery_point
+
+    @recovery_point.setter
+    def recovery_point(self, offset: int) -> None:
+        self.local_log.recovery_point = offset
+
+    @property
+    def pending_flush_offset(self) -> int | None:
+        """Set by a roll: the older segments below it are not fsynced yet."""
+        return self.local_log.pending_flush_offset
+
+    @property
+    def last_flush_ms(self) -> int:
+        return self.local_log.last_flush_ms
 
     @property
     def high_watermark(self) -> int:
@@ -191,7 +187,7 @@ class PartitionLog:
     @high_watermark.setter
     def high_watermark(self, offset: int) -> None:
         """Clamped to [log start, log end] as Kafka's updateHighWatermark."""
-        self._hw = min(max(offset, self.log_start_offset), self._leo)
+        self._hw = min(max(offset, self.log_start_offset), self.local_log.log_end_offset)
 
     @property
     def last_stable_offset(self) -> int:
@@ -203,14 +199,11 @@ class PartitionLog:
 
     @property
     def unflushed_messages(self) -> int:
-        return self._leo - self.recovery_point
+        return self.local_log.log_end_offset - self.local_log.recovery_point
 
     @property
     def latest_epoch(self) -> int:
         return self.leader_epochs.latest_epoch
-
-    def _floor_index(self, offset: int) -> int:
-        return max(bisect_right(self._bases, offset) - 1, 0)
 
     # =================================================================== appends
     def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int,
@@ -247,7 +240,7 @@ class PartitionLog:
             raise RecordListTooLargeError(
                 f"record set of {len(view)} bytes exceeds segment.bytes {cfg.segment_bytes}")
         log_append = cfg.log_append_time
-        first_offset = offset = self._leo
+        first_offset = offset = self.local_log.log_end_offset
         planned: list[tuple[BatchHeader, int, int]] = []
         max_ts = -1
         count = 0
@@ -279,7 +272,7 @@ class PartitionLog:
             infos.append((pos, base + h.last_offset_delta, ts, h.total_size))
         self._write(buf, infos, first_offset, last_offset, max_ts, now)
         self.leader_epochs.assign(leader_epoch, first_offset)
-        self.producers.commit(pending, self._leo)
+        self.producers.commit(pending, self.local_log.log_end_offset)
         self._maybe_flush()
         return AppendInfo(first_offset, last_offset, now if log_append else -1,
                           self.log_start_offset, count, max_ts, len(buf))
@@ -293,7 +286,7 @@ class PartitionLog:
         batches = scan_batches(view, allow_partial_tail=True)
         if not batches:
             return AppendInfo(-1, -1, -1, self.log_start_offset, 0)
-        validate_follower_batches(batches, self._leo)
+        validate_follower_batches(batches, self.local_log.log_end_offset)
         end = batches[-1][0] + batches[-1][1].total_size
         if end > self.config.segment_bytes:
             raise RecordListTooLargeError(
@@ -313,48 +306,30 @@ class PartitionLog:
 
     def _write(self, data: bytes | bytearray | memoryview, infos: list[BatchInfo],
                first_offset: int, last_offset: int, max_ts: int, now: int) -> None:
-        seg = self.segments[-1]
-        if seg.should_roll(len(data), max_ts, last_offset, now, self.config.segment_bytes,
-                           self.config.max_segment_ms):
-            seg = self.roll(now, first_offset)
-        try:
-            seg.append(data, infos)
-        except OSError as e:
-            raise KafkaStorageError(f"{self.name}: append failed: {e}") from e
-        self._leo = last_offset + 1
+        # Kafka's maybeRoll: the roll is the partition's decision (it snapshots producers).
+        cfg = self.config
+        local = self.local_log
+        if local.segments[-1].should_roll(len(data), max_ts, last_offset, now, cfg.segment_bytes,
+                                          cfg.max_segment_ms):
+            self.roll(now, first_offset)
+        local.append(data, infos, last_offset)
 
     def _maybe_flush(self) -> None:
-        if self.unflushed_messages >= self.config.flush_messages:
-            self.flush()
+        local = self.local_log          # unflushed_messages inlined: one call fewer per append
+        if local.log_end_offset - local.recovery_point >= self.config.flush_messages:
+            local.flush()
 
     def roll(self, now_ms: int | None = None, base_offset: int | None = None) -> LogSegment:
         """Start a new active segment at the log end (or at `base_offset` if beyond it)."""
-        now = _clock() if now_ms is None else now_ms
-        new_base = self._leo if base_offset is None else max(base_offset, self._leo)
-        active = self.segments[-1]
-        if active.size == 0:
-            if active.base_offset == new_base:
-                return active
-            self.segments.pop()
-            self._bases.pop()
-            active.delete_files()
-        else:
-            active.on_become_inactive()
-        cfg = self.config
-        try:
-            seg = LogSegment.open(self.dir, new_base, cfg.index_interval_bytes,
-                                  cfg.segment_index_bytes, create=True, created_ms=now)
-        except OSError as e:
-            raise KafkaStorageError(f"{self.name}: cannot create segment {new_base}: {e}") from e
-        self.segments.append(seg)
-        self._bases.append(new_base)
-        self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
-        self._dir_dirty = True
-        if self.segments[0] is not seg:
-            self.pending_flush_offset = new_base
+        local = self.local_log
+        active = local.segments[-1]
+        seg = local.roll(_clock() if now_ms is None else now_ms, base_offset)
+        if seg is active:
+            return seg
+        self.log_start_offset = max(self.log_start_offset, local.segments[0].base_offset)
         # As Kafka: a producer state snapshot at every segment boundary bounds the replay
         # needed after a restart to the active segment.
-        self.producers.map_end_offset = new_base
+        self.producers.map_end_offset = seg.base_offset
         self.producers.take_snapshot()
         return seg
 
@@ -369,113 +344,47 @@ class PartitionLog:
         next segments while the budget lasts. O(log n): segment bisect, index bisect and a
         header scan of about index.interval.bytes. Raises OffsetOutOfRangeError below the
         log start or above the log end."""
-        leo = self._leo
+        local = self.local_log
+        leo = local.log_end_offset
         if offset < self.log_start_offset or offset > leo:
             raise OffsetOutOfRangeError(
                 f"{self.name}: offset {offset} is outside [{self.log_start_offset}, {leo}]")
-        limit = leo if max_offset is None else min(max_offset, leo)
-        info = FetchDataInfo(LogOffsetMetadata(offset, self.segments[-1].base_offset,
-                                               self.segments[-1].size),
-                             [], self._hw, self.log_start_offset, leo, self.last_stable_offset)
-        if offset >= limit:
-            if offset < leo:
-                info.offset_metadata = self.offset_metadata(offset)
-            return info
-        remaining = max_bytes
-        min_one = min_one_batch
-        i = self._floor_index(offset)
-        cur = offset
-        first = True
-        while i < len(self.segments):
-            seg = self.segments[i]
-            if seg.base_offset >= limit:
-                break
-            region = seg.read(cur, remaining, limit if limit < seg.next_offset else None, min_one)
-            if region is not None:
-                if first:
-                    info.offset_metadata = LogOffsetMetadata(offset, seg.base_offset, region.position)
-                    first = False
-                if region.size:
-                    info.regions.append(region)
-                    remaining -= region.size
-                    min_one = False
-                if region.position + region.size < seg.size or remaining <= 0:
-                    break
-            i += 1
-            if i < len(self.segments):
-                cur = self.segments[i].base_offset
+        info = local.read(offset, max_bytes, leo if max_offset is None else min(max_offset, leo),
+                          min_one_batch)
+        info.high_watermark = self._hw
+        info.log_start_offset = self.log_start_offset
+        info.log_end_offset = leo
+        info.last_stable_offset = self.last_stable_offset
         return info
 
     def offset_metadata(self, offset: int) -> LogOffsetMetadata:
         """Segment and byte position of the batch containing `offset` (O(log n))."""
-        if offset < self._leo:
-            for seg in self.segments[self._floor_index(offset):]:
-                found = seg.translate_offset(offset)
-                if found is not None:
-                    return LogOffsetMetadata(offset, seg.base_offset, found[0])
-        active = self.segments[-1]
-        return LogOffsetMetadata(offset, active.base_offset, active.size)
+        return self.local_log.offset_metadata(offset)
 
     # =================================================================== offsets by time / epoch
     def latest_offset(self) -> int:
         """The log end offset (ListOffsets -1 answers the high watermark or LSO instead:
         the caller's choice, by isolation level)."""
-        return self._leo
+        return self.local_log.log_end_offset
 
     def earliest_offset(self) -> int:
         return self.log_start_offset
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int, int] | None:
         """(offset, timestamp, leader epoch) for ListOffsets by time: the first record with
-        timestamp >= `timestamp`, as Kafka answers. The time index and headers find the
-        first batch whose max timestamp reaches the target; that one batch is then decoded
-        (record_lookup) to pick the record. Not used on the produce or fetch path."""
-        start = self.log_start_offset
-        for seg in self.segments:
-            if seg.largest_timestamp < timestamp:
-                continue
-            h = seg.find_batch_by_timestamp(timestamp, start)
-            if h is None:
-                continue
-            if h.attributes & TIMESTAMP_TYPE_LOG_APPEND:
-                # Every record of a LogAppendTime batch carries the batch's max timestamp.
-                return max(h.base_offset, start), h.max_timestamp, _epoch(h)
-            found = record_lookup.first_at_or_after(self._batch_bytes(h.base_offset), timestamp, start)
-            if found is None:
-                return max(h.base_offset, start), h.max_timestamp, _epoch(h)
-            return found[0], found[1], _epoch(h)
-        return None
+        timestamp >= `timestamp`, as Kafka answers (LocalLog.offset_for_timestamp: one batch
+        is decoded). Not used on the produce or fetch path."""
+        return self.local_log.offset_for_timestamp(timestamp, self.log_start_offset)
 
     def max_timestamp_offset(self) -> tuple[int, int, int] | None:
         """ListOffsets -3 (KIP-734): the first record carrying the largest timestamp."""
-        best = None
-        for seg in self.segments:
-            if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best.max_timestamp):
-                best = seg
-        if best is None:
-            return None
-        found = best.translate_offset(best.offset_of_max_timestamp)
-        if found is None:
-            return None
-        h = found[1]
-        if h.attributes & TIMESTAMP_TYPE_LOG_APPEND:
-            offset = h.base_offset
-        else:
-            exact = record_lookup.first_with_timestamp(self._batch_bytes(h.base_offset), h.max_timestamp,
-                                                       self.log_start_offset)
-            offset = exact if exact is not None else h.last_offset
-        return max(offset, self.log_start_offset), h.max_timestamp, _epoch(h)
-
-    def _batch_bytes(self, offset: int) -> bytes:
-        """The bytes of the one batch holding `offset` (for the lookups above only)."""
-        info = self.read(max(offset, self.log_start_offset), 1, None, True)
-        return record_lookup.read_regions(info.regions)
+        return self.local_log.max_timestamp_offset(self.log_start_offset)
 
     def fetch_offset_by_timestamp(self, timestamp: int) -> tuple[int, int, int] | None:
         """ListOffsets in one call: the special timestamps -1 (log end), -2 / -4 (log
         start), -3 (max timestamp), -5 (no tiered storage: offset -1), else by time."""
         if timestamp == LATEST_TIMESTAMP:
-            return self._leo, -1, self.leader_epochs.latest_epoch
+            return self.local_log.log_end_offset, -1, self.leader_epochs.latest_epoch
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             earliest = self.leader_epochs.earliest_entry()
             epoch = earliest[0] if earliest and earliest[1] <= self.log_start_offset else -1
@@ -488,53 +397,36 @@ class PartitionLog:
 
     def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
         """OffsetForLeaderEpoch: (epoch, end offset), (-1, -1) if unknown."""
-        return self.leader_epochs.end_offset_for(leader_epoch, self._leo)
+        return self.leader_epochs.end_offset_for(leader_epoch, self.local_log.log_end_offset)
 
     # =================================================================== durability
     def flush(self, up_to: int | None = None) -> None:
         """fsync the segments holding offsets [recovery point, up_to) (default: the log end)
         and move the recovery point there."""
-        end = self._leo if up_to is None else min(up_to, self._leo)
-        if end > self.recovery_point:
-            for seg in self.segments[self._floor_index(self.recovery_point):]:
-                if seg.base_offset >= end:
-                    break
-                try:
-                    seg.flush()
-                except OSError as e:
-                    raise KafkaStorageError(f"{self.name}: flush failed: {e}") from e
-            self.recovery_point = end
-        if self._dir_dirty:
-            checkpoints.fsync_dir(self.dir)
-            self._dir_dirty = False
-        if self.pending_flush_offset is not None and self.pending_flush_offset <= self.recovery_point:
-            self.pending_flush_offset = None
-        self.last_flush_ms = _clock()
+        self.local_log.flush(up_to)
 
     def take_producer_snapshot(self) -> None:
         """Snapshot the producer state at the log end. Snapshots at segment boundaries are
         kept (a truncation falls back to them); older ones inside the active segment go."""
         ps = self.producers
-        ps.map_end_offset = self._leo
+        leo = self.local_log.log_end_offset
+        ps.map_end_offset = leo
         ps.take_snapshot()
-        base = self.segments[-1].base_offset
-        ps.delete_snapshots_between(base, self._leo)
+        ps.delete_snapshots_between(self.local_log.segments[-1].base_offset, leo)
 
     def close(self) -> None:
         """Flush, snapshot the producer state, close the files (clean shutdown)."""
         self.flush()
         self.take_producer_snapshot()
-        for seg in self.segments:
-            seg.close()
+        self.local_log.close()
 
     def close_handlers(self) -> None:
         """Close the file descriptors without writing anything (log dir failure)."""
-        for seg in self.segments:
-            seg.close_handlers()
+        self.local_log.close_handlers()
 
     def update_config(self, config: LogConfig) -> None:
         self.config = config
-        self.segments[-1].index_interval_bytes = config.index_interval_bytes
+        self.local_log.update_config(config)
 
     # =================================================================== truncation
     def truncate_to(self, offset: int) -> bool:
@@ -542,45 +434,27 @@ class PartitionLog:
         whole, so the log end becomes its base offset). False if nothing was beyond."""
         if offset < 0:
             raise ValueError(f"cannot truncate to negative offset {offset}")
-        if offset >= self._leo:
+        local = self.local_log
+        if offset >= local.log_end_offset:
             return False
-        if self.segments[0].base_offset > offset:
+        if local.segments[0].base_offset > offset:
             self.truncate_fully_and_start_at(offset)
             return True
-        i = self._floor_index(offset)
-        self._schedule_delete(self.segments[i + 1:])
-        del self.segments[i + 1:]
-        del self._bases[i + 1:]
-        seg = self.segments[i]
-        found = seg.translate_offset(offset)
-        seg.truncate_to(offset)
-        # The removed batch's base offset (or `offset` itself when it lies in a gap the
-        # cleaner left), never lower: offsets below it were handed out, even if compacted.
-        cut = offset if found is None else min(offset, found[1].base_offset)
-        self._leo = max(seg.next_offset, cut)
-        self.log_start_offset = min(self.log_start_offset, self._leo)
-        self._hw = min(self._hw, self._leo)
-        if self.pending_flush_offset is not None and self.pending_flush_offset > self._leo:
-            self.pending_flush_offset = None
-        self.leader_epochs.truncate_from_end(self._leo)
-        self.producers.delete_snapshots_after(self._leo)
+        leo = local.truncate_to(offset)
+        self.log_start_offset = min(self.log_start_offset, leo)
+        self._hw = min(self._hw, leo)
+        self.leader_epochs.truncate_from_end(leo)
+        self.producers.delete_snapshots_after(leo)
         self._rebuild_producer_state()
-        dirty_lowered = self._lower_first_dirty_offset(self._leo)
-        if not self._lower_recovery_point(self._leo) and dirty_lowered:
+        dirty_lowered = self._lower_first_dirty_offset(leo)
+        if not self._lower_recovery_point(leo) and dirty_lowered:
             self._notify_checkpoint()
         return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and restart the log empty at `offset`."""
-        self._schedule_delete(self.segments)
-        cfg = self.config
-        seg = LogSegment.open(self.dir, offset, cfg.index_interval_bytes,
-                              cfg.segment_index_bytes, create=True)
-        self.segments = [seg]
-        self._bases = [offset]
-        self._dir_dirty = True
-        self._leo = self._hw = self.log_start_offset = offset
-        self.pending_flush_offset = None
+        self.local_log.truncate_fully_and_start_at(offset)
+        self._hw = self.log_start_offset = offset
         self.leader_epochs.clear()
         self.producers.clear()
         self.producers.delete_snapshots_after(-1)
@@ -589,8 +463,8 @@ class PartitionLog:
         self._lower_recovery_point(offset, force=True)
 
     def _lower_recovery_point(self, offset: int, force: bool = False) -> bool:
-        if force or offset < self.recovery_point:
-            self.recovery_point = offset
+        if force or offset < self.local_log.recovery_point:
+            self.local_log.recovery_point = offset
             self._notify_checkpoint()
             return True
         return False
@@ -609,27 +483,9 @@ class PartitionLog:
     def replace_segments(self, new: LogSegment, old: list[LogSegment]) -> None:
         """Swap `new`, a cleaned segment written with the `.cleaned` suffix and fsynced, in
         for `old`, contiguous non-active segments of this log starting at new's base offset
-        (Kafka's LocalLog.replaceSegments). Crash-safe in two phases: rename new to `.swap`
-        (its `.log` last: the commit point), take it into the segment list, retire the old
-        segments (renamed `.deleted`, deleted after file.delete.delay.ms, so file regions
-        already handed to readers stay valid), then drop the `.swap` suffix. A crash in
-        between is finished or rolled back on open (log_loader)."""
-        i = self._floor_index(old[0].base_offset) if old else -1
-        if (not old or new.base_offset != old[0].base_offset
-                or self.segments[i:i + len(old)] != old or i + len(old) >= len(self.segments)):
-            raise ValueError(f"{self.name}: {old} are not contiguous non-active segments "
-                             f"replaceable by {new}")
-        try:
-            new.change_suffix(SWAP_SUFFIX)
-            checkpoints.fsync_dir(self.dir)
-            self.segments[i:i + len(old)] = [new]
-            self._bases[i:i + len(old)] = [new.base_offset]
-            self._schedule_delete(old)
-            new.change_suffix("")
-            checkpoints.fsync_dir(self.dir)
-        except OSError as e:
-            raise KafkaStorageError(f"{self.name}: swapping in cleaned segment {new.base_offset} "
-                                    f"failed: {e}") from e
+        (LocalLog.replace_segments: crash-safe, old segments deleted after
+        file.delete.delay.ms)."""
+        self.local_log.replace_segments(new, old)
 
     # =================================================================== deletion / retention
     def delete_records_before(self, offset: int) -> int:
@@ -685,10 +541,11 @@ class PartitionLog:
         stays. When all of them go, a new active segment is rolled at the log end first: a
         log always has one."""
         n = 0
-        segs = self.segments
+        local = self.local_log
+        segs = local.segments
         while n < len(segs):
             nxt = segs[n + 1] if n + 1 < len(segs) else None
-            upper = self._leo if nxt is None else nxt.base_offset
+            upper = local.log_end_offset if nxt is None else nxt.base_offset
             if self._hw < upper or (nxt is None and segs[n].size == 0) or \
                     not predicate(segs[n], nxt):
                 break
@@ -697,12 +554,10 @@ class PartitionLog:
             return 0
         if n == len(segs):
             self.roll()
-        gone = segs[:n]
-        del segs[:n]
-        del self._bases[:n]
-        self._schedule_delete(gone)
-        self._move_log_start(segs[0].base_offset)
-        self.producers.delete_snapshots_before(segs[0].base_offset)
+        local.remove_oldest(n)
+        first = local.segments[0].base_offset
+        self._move_log_start(first)
+        self.producers.delete_snapshots_before(first)
         return n
 
     def _move_log_start(self, offset: int) -> None:
@@ -714,20 +569,12 @@ class PartitionLog:
         # Producer state stays (KIP-360): a producer whose batches all went is still known,
         # so its retries are still duplicates and older epochs still fenced, until
         # producer.id.expiration.ms.
-        if self.recovery_point < offset:
-            self.recovery_point = offset
-
-    def _schedule_delete(self, segments: list[LogSegment]) -> None:
-        due = _clock() + self.config.file_delete_delay_ms
-        for seg in segments:
-            try:
-                self.deleter.schedule(seg, due)
-            except OSError as e:
-                raise KafkaStorageError(f"{self.name}: cannot delete {seg.log_path}: {e}") from e
+        if self.local_log.recovery_point < offset:
+            self.local_log.recovery_point = offset
 
     def __repr__(self) -> str:
-        return (f"PartitionLog({self.name}, start={self.log_start_offset}, end={self._leo}, "
-                f"hw={self._hw}, segments={len(self.segments)})")
+        return (f"PartitionLog({self.name}, start={self.log_start_offset}, end={self.log_end_offset}, "
+                f"hw={self._hw}, segments={len(self.local_log.segments)})")
 
 
 def _byte_view(records: bytes | bytearray | memoryview) -> memoryview:
@@ -735,9 +582,5 @@ def _byte_view(records: bytes | bytearray | memoryview) -> memoryview:
     if view.ndim != 1 or view.itemsize != 1:
         view = view.cast("B")
     return view
-
-
-def _epoch(h: BatchHeader) -> int:
-    return h.partition_leader_epoch if h.partition_leader_epoch >= 0 else -1
 
 

@@ -2,7 +2,7 @@
 BrokerCompression.targetCompression).
 
 `producer` (the default) keeps every batch as it came, and this module is never called: the
-hot path stays free of decompression (DESIGN invariant 6). Any other value (`uncompressed`,
+hot path stays free of decompression (records are never decoded there). Any other value (`uncompressed`,
 `gzip`, `snappy`, `lz4`, `zstd`) is the codec batches are stored in; a batch in another codec
 is rewritten. Only the records section changes hands between codecs: it is the same
 sequence of records compressed or not, so offsets deltas, timestamps, producer id, epoch and
@@ -37,7 +37,7 @@ def target_codec(compression_type: str) -> int | None:
 def decompression_budget(max_message_bytes: int) -> int:
     """How many decompressed bytes one record set may expand to while it is rewritten: a
     generous ratio over max.message.bytes, capped, so that a small request cannot make the
-    broker allocate gigabytes (DESIGN invariant 5)."""
+    broker allocate gigabytes (memory stays bounded by configuration, not by input)."""
     return min(compression.DEFAULT_MAX_DECOMPRESSED, max(64 << 20, 32 * max_message_bytes))
 
 

@@ -14,7 +14,7 @@ the first torn or invalid batch.
 
 A segment's files may carry a suffix after their usual names: `.cleaned` while the log
 cleaner writes a replacement segment, `.swap` while that replacement is being swapped in
-(Kafka's protocol, see PartitionLog.replace_segments and log_loader), `.deleted` once it
+(Kafka's protocol, see LocalLog.replace_segments and log_loader), `.deleted` once it
 left the log.
 
 Not thread-safe: every method runs on the event-loop thread. Reads of headers (`pread`),

@@ -23,7 +23,7 @@ One check needs the records themselves: a compacted topic (cleanup.policy contai
 "compact") refuses a record without a key (`validate_record_keys`, INVALID_RECORD, as
 Kafka's LogValidator). It decodes (and decompresses) the batches, as Kafka does for
 compacted topics, which never take its in-place fast path either; record sets for
-delete-policy topics are never decoded (DESIGN invariant 6). Pure functions: safe anywhere.
+delete-policy topics are never decoded (the produce path stays header-only). Pure functions: safe anywhere.
 """
 from __future__ import annotations
 

@@ -227,7 +227,7 @@ def test_read_spans_segments_in_regions(tmp_path):
     append_n(log, 60, per_batch=2)
     assert len(log.segments) > 3
     info = log.read(3, 10**9)
-    assert len(info.regions) == len(log.segments) - log._floor_index(3)
+    assert len(info.regions) == len(log.segments) - log.local_log.floor_index(3)
     assert record_offsets(info, 3) == list(range(3, 120))
     info = log.read(3, 10**9, max_offset=41)
     assert record_offsets(info, 3) == list(range(3, 40))
