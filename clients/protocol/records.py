@@ -582,8 +582,12 @@ def _decode_records(data: bytes, h: BatchHeader, cols: RecordColumns) -> None:
                 raise CorruptMessageError(f"batch at offset {base_offset}: value overruns record")
             value = data[pos:stop]
             pos = stop
-        if data[pos]:                                # headers
-            x, pos = read_uv(data, pos)
+        x = data[pos]
+        if x:                                        # headers
+            if x < 0x80:
+                pos += 1
+            else:
+                x, pos = read_uv(data, pos)
             n = (x >> 1) ^ -(x & 1)
             if n < 0 or n > rec_end - pos:
                 raise CorruptMessageError(
@@ -617,8 +621,13 @@ def _decode_records(data: bytes, h: BatchHeader, cols: RecordColumns) -> None:
 
 def _parse_headers(data: bytes, pos: int, rec_end: int, n: int,
                    headers: list[tuple[str, bytes | None]], base_offset: int) -> int:
+    append = headers.append
     for _ in range(n):
-        x, pos = _read_uvarint(data, pos)
+        x = data[pos]
+        if x < 0x80:                                 # one-byte varints inline, as above
+            pos += 1
+        else:
+            x, pos = _read_uvarint(data, pos)
         klen = (x >> 1) ^ -(x & 1)
         stop = pos + klen
         if klen < 0 or stop > rec_end:
@@ -626,15 +635,18 @@ def _parse_headers(data: bytes, pos: int, rec_end: int, n: int,
                 f"batch at offset {base_offset}: invalid header key length {klen}")
         hkey = str(data[pos:stop], "utf-8")
         pos = stop
-        x, pos = _read_uvarint(data, pos)
-        vlen = (x >> 1) ^ -(x & 1)
-        if vlen < 0:
-            headers.append((hkey, None))
+        x = data[pos]
+        if x < 0x80:
+            pos += 1
+        else:
+            x, pos = _read_uvarint(data, pos)
+        if x & 1:                                    # a negative length: null
+            append((hkey, None))
             continue
-        stop = pos + vlen
+        stop = pos + (x >> 1)
         if stop > rec_end:
             raise CorruptMessageError(
                 f"batch at offset {base_offset}: header value overruns record")
-        headers.append((hkey, data[pos:stop]))
+        append((hkey, data[pos:stop]))
         pos = stop
     return pos
