@@ -5,7 +5,9 @@
 `KafkaClient` (connections, metadata, coordinators) is the core the others share;
 `AsyncProducer`, `AsyncConsumer` and `AsyncAdminClient` have the methods of the blocking
 clients of `clients` as coroutines. `BrokerConnection` and `ConnectionPool` speak to one
-broker / to brokers by id; the errors are those of `clients.aio.errors`.
+broker / to brokers by id (`Node`); `WriteFlowControl` is the write back-pressure mixin of
+an asyncio protocol (the connection's and the broker's); the errors are those of
+`clients.aio.errors`.
 
 The client classes are imported on first use: the broker imports the connection layer of
 this package and must not pay for the producer, consumer and admin client.
@@ -18,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 from .connection import STROM_VERSION, BrokerConnection
 from .errors import (KafkaClientError, KafkaConnectionError, KafkaTimeoutError,
                      RecordDeserializationError, UnsupportedVersionError)
-from .pool import ConnectionPool
+from .flow_control import WriteFlowControl
+from .pool import ConnectionPool, Node
 
 if TYPE_CHECKING:
     from .admin import AsyncAdminClient
@@ -34,8 +37,8 @@ _HOME = {
 
 __all__ = ["AsyncAdminClient", "AsyncConsumer", "AsyncProducer", "BrokerConnection",
            "ConnectionPool", "KafkaClient", "KafkaClientError", "KafkaConnectionError",
-           "KafkaTimeoutError", "ProducerClosedError", "RecordDeserializationError",
-           "STROM_VERSION", "UnsupportedVersionError"]
+           "KafkaTimeoutError", "Node", "ProducerClosedError", "RecordDeserializationError",
+           "STROM_VERSION", "UnsupportedVersionError", "WriteFlowControl"]
 
 
 def __getattr__(name: str) -> Any:
