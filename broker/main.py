@@ -15,11 +15,10 @@ import time
 from typing import Callable
 
 from clients.protocol.messages import API_BY_NAME
-from zkcoord import zk_paths as zp
 from zkcoord.controller import Controller
-from zkcoord.local import LocalCoordinator
-from zkcoord.store import BrokerInfo, Coordinator
-from zkcoord.zookeeper import ZkCoordinator
+from zkcoord.local import LocalMetadataStore
+from zkcoord.store import BrokerInfo, LeaderAndIsr, MetadataStore
+from zkcoord.zookeeper import ZkMetadataStore
 
 from .background import BackgroundTasks
 from .config import BrokerConfig, ConfigError
@@ -91,19 +90,19 @@ class Broker:
         self.replicas.on_become_follower = self.fetchers.add_partition
         self.replicas.on_stop_following = self.fetchers.remove_partition
         self.cluster_mode = not config.standalone
-        self.store: Coordinator
+        self.store: MetadataStore
         self.controller: Controller | None = None
         self.isr_announcer: IsrChangeAnnouncer | None = None
         placement: TopicPlacement
-        self.zk_store: ZkCoordinator | None = None
+        self.zk_store: ZkMetadataStore | None = None
         if self.cluster_mode:
-            self.store = self.zk_store = ZkCoordinator.from_config(config, self.advertised)
+            self.store = self.zk_store = ZkMetadataStore.from_config(config, self.advertised)
             self.controller = Controller(self, self.zk_store, self.controller_stats)
             self.replicas.isr_writer = self._write_isr
             self.isr_announcer = IsrChangeAnnouncer(self.zk_store.notify_isr_change)
             placement = ClusterPlacement(self.metadata, self.store)
         else:
-            self.store = LocalCoordinator(config.log_dirs[0], self.advertised)
+            self.store = LocalMetadataStore(config.log_dirs[0], self.advertised)
             self.standalone = StandalonePlacement(self.broker_id, self.replicas, self.metadata,
                                                   self.topic_configs, self.topic_stats)
             placement = self.standalone
@@ -136,7 +135,7 @@ class Broker:
         """A leader's ISR change: a conditional write of the partition state (so a deposed
         leader's write fails), then a notification for the controller to propagate."""
         assert self.zk_store is not None
-        state = zp.PartitionState(self.broker_id, p.leader_epoch, new_isr, p.controller_epoch)
+        state = LeaderAndIsr(self.broker_id, p.leader_epoch, new_isr, p.controller_epoch)
         written = await self.zk_store.update_isr_as_leader(p.topic, p.index, state, p.partition_epoch)
         if written is None:
             log.info("%s-%d: ISR change refused, leader epoch %d is stale", p.topic, p.index, p.leader_epoch)

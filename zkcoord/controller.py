@@ -25,9 +25,11 @@ from clients.aio.errors import KafkaConnectionError
 from clients.aio.pool import ConnectionPool
 
 from . import zk_paths as zp
-from .zookeeper import (BrokersChanged, ControllerChanged, ControllerMovedError, IsrChangesNotified,
-                        SessionReestablished, StaleZkVersionError, TopicConfigChanged,
-                        TopicDeletionsRequested, TopicModified, TopicsChanged, ZkCoordinator)
+from .store import TopicConfigChanged
+from .zk_errors import ControllerMovedError, StaleZkVersionError
+from .zk_events import (BrokersChanged, ControllerChanged, IsrChangesNotified, SessionReestablished,
+                        TopicDeletionsRequested, TopicModified, TopicsChanged)
+from .zookeeper import ZkMetadataStore
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +95,7 @@ class ElectionStats(Protocol):
 
 
 class Controller:
-    def __init__(self, broker: Any, zk: ZkCoordinator, stats: ElectionStats,
+    def __init__(self, broker: Any, zk: ZkMetadataStore, stats: ElectionStats,
                  clock: Callable[[], float] | None = None):
         self.broker = broker
         self.zk = zk

@@ -1,4 +1,4 @@
-"""Standalone coordinator: one broker, metadata in a JSON file under the first log dir.
+"""The standalone metadata store: one broker, metadata in a JSON file under the first log dir.
 
 Every change is written atomically (temp file, fsync, rename, fsync of the directory), so a
 crash leaves either the old or the new metadata, never a torn file.
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from clients.protocol.errors import TopicAlreadyExistsError, UnknownTopicOrPartitionError
 
-from .store import BrokerInfo, Coordinator, TopicMetadata
+from .store import BrokerInfo, MetadataStore, TopicMetadata
 
 META_FILE = "__strom_metadata.json"
 
@@ -37,7 +37,7 @@ def atomic_write(path: Path, data: bytes) -> None:
         os.close(fd)
 
 
-class LocalCoordinator(Coordinator):
+class LocalMetadataStore(MetadataStore):
     def __init__(self, log_dir: str | Path, broker: BrokerInfo):
         self.dir = Path(log_dir)
         self.broker = broker
@@ -141,3 +141,7 @@ class LocalCoordinator(Coordinator):
 
 def _entity(broker_id: int | None) -> str:
     return "<default>" if broker_id is None else str(broker_id)
+
+
+# The former name, kept until every broker module says LocalMetadataStore.
+LocalCoordinator = LocalMetadataStore

@@ -1,15 +1,19 @@
-"""The Coordinator interface: what a broker needs from the cluster's metadata store.
+"""The metadata store: what a broker needs from the cluster's metadata, in the broker's types.
 
-Two implementations: `local.LocalCoordinator` (one standalone broker, persisted under
-log.dirs) and the ZooKeeper one (cluster mode). Brokers never touch the store's format.
-Methods are called from the broker's event loop; implementations must not block it for
-long (the ZooKeeper one runs kazoo calls in a thread).
+Two implementations: `local.LocalMetadataStore` (one standalone broker, a JSON file under
+log.dirs) and `zookeeper.ZkMetadataStore` (cluster mode, Kafka's znodes). The broker speaks
+only the types defined here (`BrokerInfo`, `TopicMetadata`, `LeaderAndIsr`, the change
+events); each implementation converts them to and from its own format, which no broker
+module reads or writes (the znode layout is `zk_paths`, used by the ZooKeeper store and the
+controller only). Methods are called from the broker's event loop; implementations must not
+block it for long (the ZooKeeper one hands kazoo's calls to its threads).
 """
 from __future__ import annotations
 
 import abc
 import uuid
 from dataclasses import dataclass, field
+from typing import Mapping, Union
 
 
 @dataclass
@@ -32,7 +36,35 @@ class TopicMetadata:
         return self.name.startswith("__")
 
 
-class Coordinator(abc.ABC):
+@dataclass(frozen=True)
+class LeaderAndIsr:
+    """A partition's leadership as the store keeps it (Kafka's LeaderAndIsr): its leader,
+    leader epoch, ISR and the controller epoch that decided them."""
+    leader: int
+    leader_epoch: int
+    isr: list[int]
+    controller_epoch: int
+
+
+@dataclass(frozen=True)
+class TopicConfigChanged:
+    """A topic's config overrides changed, whichever broker or tool wrote them."""
+    name: str
+    configs: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class BrokerConfigsChanged:
+    """The dynamic broker configs changed: the cluster-wide defaults, or this broker's own."""
+    defaults: Mapping[str, str]
+    own: Mapping[str, str]
+
+
+# What a store tells the broker that subscribed to it.
+StoreEvent = Union[TopicConfigChanged, BrokerConfigsChanged]
+
+
+class MetadataStore(abc.ABC):
     cluster_id: str
 
     @abc.abstractmethod
@@ -90,3 +122,7 @@ class Coordinator(abc.ABC):
     @abc.abstractmethod
     async def allocate_producer_ids(self, count: int) -> int:
         """Reserve `count` producer ids cluster-wide; returns the first."""
+
+
+# The interface's former name, kept until every broker module says MetadataStore.
+Coordinator = MetadataStore

@@ -23,11 +23,11 @@ from kazoo.exceptions import ConnectionClosedError, NoNodeError
 from kazoo.protocol.states import KazooState
 
 from . import zk_paths as zp
-from .store import BrokerInfo, TopicMetadata
-from .zk_events import (BrokerConfigsChanged, BrokerModified, BrokersChanged, ControllerChanged,
-                        IsrChangesNotified, PreferredReplicaElectionRequested, SessionReestablished,
-                        SessionStateChanged, TopicConfigChanged, TopicDeletionsRequested,
-                        TopicModified, TopicsChanged, ZkEvent)
+from .store import BrokerConfigsChanged, BrokerInfo, TopicConfigChanged, TopicMetadata
+from .zk_events import (BrokerModified, BrokersChanged, ControllerChanged, IsrChangesNotified,
+                        PreferredReplicaElectionRequested, SessionReestablished,
+                        SessionStateChanged, TopicDeletionsRequested, TopicModified,
+                        TopicsChanged, ZkEvent)
 from .zk_paths import BrokerRegistration, TopicAssignment, TopicPartition
 from .zk_session import ZkSession
 
@@ -104,7 +104,7 @@ class ClusterView:
         while not self._queue.empty():        # nobody will run these any more
             item = self._queue.get_nowait()
             if item[0] == "sync" and not item[2].done():
-                item[2].set_exception(ConnectionClosedError("ZooKeeper coordinator stopped"))
+                item[2].set_exception(ConnectionClosedError("ZooKeeper metadata store stopped"))
 
     # ------------------------------------------------------------ reads
 

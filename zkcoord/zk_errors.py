@@ -2,19 +2,19 @@
 from __future__ import annotations
 
 
-class ZkCoordinatorError(Exception):
+class ZkStoreError(Exception):
     """Base of the ZooKeeper metadata store's own errors."""
 
 
-class ZkNotConnectedError(ZkCoordinatorError):
+class ZkNotConnectedError(ZkStoreError):
     """No ZooKeeper connection within the connection timeout."""
 
 
-class BrokerIdInUseError(ZkCoordinatorError):
+class BrokerIdInUseError(ZkStoreError):
     """NODEEXISTS on /brokers/ids/<id>: another live broker (another session) holds this id."""
 
 
-class StaleZkVersionError(ZkCoordinatorError):
+class StaleZkVersionError(ZkStoreError):
     """BADVERSION on a conditional write: the znode changed since it was read. The caller
     holds stale state (e.g. a deposed leader or controller) and must re-read, not retry."""
 
@@ -25,13 +25,13 @@ class StaleZkVersionError(ZkCoordinatorError):
                                     f"{expected_version}; someone wrote a newer value")
 
 
-class ControllerMovedError(ZkCoordinatorError):
+class ControllerMovedError(ZkStoreError):
     """The /controller_epoch version check failed: another broker became controller since."""
 
 
-class PartitionStateExistsError(ZkCoordinatorError):
+class PartitionStateExistsError(ZkStoreError):
     pass
 
 
-class NoPartitionStateError(ZkCoordinatorError):
+class NoPartitionStateError(ZkStoreError):
     pass

@@ -1,11 +1,13 @@
 """What the ZooKeeper metadata store tells its subscribers (the controller, the broker): one
-event per change its watches saw, delivered in the order its caches changed."""
+event per change its watches saw, delivered in the order its caches changed. The two the
+broker acts on (TopicConfigChanged, BrokerConfigsChanged) are the store interface's own
+(`store.py`); the others are for the controller."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Union
+from typing import Union
 
-from .store import TopicMetadata
+from .store import BrokerConfigsChanged, TopicConfigChanged, TopicMetadata
 from .zk_paths import BrokerRegistration, TopicPartition
 
 
@@ -35,19 +37,6 @@ class TopicModified:
     """/brokers/topics/<t> changed (partitions added, reassignment)."""
     name: str
     metadata: TopicMetadata
-
-
-@dataclass(frozen=True)
-class TopicConfigChanged:
-    name: str
-    configs: Mapping[str, str]
-
-
-@dataclass(frozen=True)
-class BrokerConfigsChanged:
-    """/config/brokers/<default> or this broker's /config/brokers/<id> changed."""
-    defaults: Mapping[str, str]
-    own: Mapping[str, str]
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from kazoo.exceptions import BadVersionError, NodeExistsError
 
 from . import zk_paths as zp
-from .zk_errors import ZkCoordinatorError
+from .zk_errors import ZkStoreError
 from .zk_paths import ProducerIdBlock
 from .zk_session import ZkSession
 
@@ -29,7 +29,7 @@ async def allocate_producer_ids(session: ZkSession, broker_id: int, count: int) 
         else:
             block = ProducerIdBlock(broker_id, 0, count - 1)
         if block.block_end >= 2**63 - 1:
-            raise ZkCoordinatorError("all producer ids are exhausted")
+            raise ZkStoreError("all producer ids are exhausted")
         try:
             await session.set(path, zp.encode_producer_id_block(block), stat.version)
             return block.block_start

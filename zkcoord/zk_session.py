@@ -111,7 +111,7 @@ class ZkSession:
     @property
     def client(self) -> KazooClient:
         if self._client is None:
-            raise ConnectionClosedError("ZooKeeper coordinator is not started")
+            raise ConnectionClosedError("ZooKeeper metadata store is not started")
         return self._client
 
     @property
@@ -175,7 +175,7 @@ class ZkSession:
         deadline = time.monotonic() + limit
         while True:
             if self._client is None or self.closing:
-                raise ConnectionClosedError("ZooKeeper coordinator is stopped")
+                raise ConnectionClosedError("ZooKeeper metadata store is stopped")
             if not self.connected.is_set():
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:

@@ -21,7 +21,7 @@ from clients.protocol.errors import (InvalidPartitionsError, InvalidTopicExcepti
 from . import zk_paths as zp
 from .store import TopicMetadata
 from .zk_cluster_view import ClusterView
-from .zk_errors import ControllerMovedError, ZkCoordinatorError
+from .zk_errors import ControllerMovedError, ZkStoreError
 from .zk_paths import TopicAssignment
 from .zk_session import ZkSession
 
@@ -182,7 +182,7 @@ class TopicWrites:
             if not isinstance(failure, (NotEmptyError, NoNodeError)):
                 raise failure
             # a node appeared or vanished since the listing: list again
-        raise ZkCoordinatorError(f"topic '{name}' kept changing while being deleted")
+        raise ZkStoreError(f"topic '{name}' kept changing while being deleted")
 
     async def _subtree(self, root: str) -> list[str]:
         """All paths under and including `root`, children before parents."""

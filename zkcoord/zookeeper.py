@@ -1,8 +1,8 @@
 """The cluster-mode metadata store: metadata in ZooKeeper, laid out as Kafka's ZK mode lays it
 out (paths and JSON in `zk_paths`).
 
-`ZkCoordinator` presents the store's interface (`store.Coordinator`) by composing parts of one
-job each:
+`ZkMetadataStore` presents the store's interface (`store.MetadataStore`) by composing parts
+of one job each:
 
 - `zk_session.ZkSession`: the kazoo client, its requests as awaitables (nothing blocks the
   asyncio loop; kazoo's threads only hand results over);
@@ -33,16 +33,17 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError
 
 from . import zk_paths as zp
-from .store import BrokerInfo, Coordinator, TopicMetadata
+from .store import (BrokerConfigsChanged, BrokerInfo, LeaderAndIsr, MetadataStore,
+                    TopicConfigChanged, TopicMetadata)
 from .zk_cluster_view import NO_CONTROLLER, ClusterView
 from .zk_election import ControllerElection
 from .zk_errors import (BrokerIdInUseError, ControllerMovedError, NoPartitionStateError,
-                        PartitionStateExistsError, StaleZkVersionError, ZkCoordinatorError,
+                        PartitionStateExistsError, StaleZkVersionError, ZkStoreError,
                         ZkNotConnectedError)
-from .zk_events import (BrokerConfigsChanged, BrokerModified, BrokersChanged, ControllerChanged,
-                        IsrChangesNotified, PreferredReplicaElectionRequested, SessionReestablished,
-                        SessionStateChanged, TopicConfigChanged, TopicDeletionsRequested,
-                        TopicModified, TopicsChanged, ZkEvent)
+from .zk_events import (BrokerModified, BrokersChanged, ControllerChanged, IsrChangesNotified,
+                        PreferredReplicaElectionRequested, SessionReestablished,
+                        SessionStateChanged, TopicDeletionsRequested, TopicModified,
+                        TopicsChanged, ZkEvent)
 from .zk_partition_states import PartitionStates
 from .zk_paths import (BrokerRegistration, ControllerRegistration, EndPoint, PartitionState,
                        TopicAssignment, TopicPartition)
@@ -53,8 +54,8 @@ from .zk_topic_writes import TopicWrites
 log = logging.getLogger("strom.zkcoord")
 
 __all__ = [
-    "ZkCoordinator", "NO_CONTROLLER", "split_connect",
-    "ZkCoordinatorError", "ZkNotConnectedError", "BrokerIdInUseError", "StaleZkVersionError",
+    "ZkMetadataStore", "ZkCoordinator", "NO_CONTROLLER", "split_connect",
+    "ZkStoreError", "ZkNotConnectedError", "BrokerIdInUseError", "StaleZkVersionError",
     "ControllerMovedError", "PartitionStateExistsError", "NoPartitionStateError",
     "BrokersChanged", "BrokerModified", "TopicsChanged", "TopicModified", "TopicConfigChanged",
     "BrokerConfigsChanged", "ControllerChanged", "TopicDeletionsRequested", "IsrChangesNotified",
@@ -62,7 +63,7 @@ __all__ = [
 ]
 
 
-class ZkCoordinator(Coordinator):
+class ZkMetadataStore(MetadataStore):
     """The metadata store over ZooKeeper (kazoo). Use from one asyncio loop. `broker=None`
     makes an admin-style client that registers nothing (its controller-election broker id
     must then be passed explicitly)."""
@@ -96,7 +97,7 @@ class ZkCoordinator(Coordinator):
         self.partition_states = PartitionStates(self.session)
 
     @classmethod
-    def from_config(cls, config: Any, broker: BrokerInfo) -> "ZkCoordinator":
+    def from_config(cls, config: Any, broker: BrokerInfo) -> "ZkMetadataStore":
         """From a BrokerConfig: zookeeper.connect, zookeeper.session.timeout.ms,
         zookeeper.connection.timeout.ms, advertised.listeners and the protocol map."""
         pmap = dict(getattr(config, "security_protocol_map", None) or {})
@@ -123,7 +124,7 @@ class ZkCoordinator(Coordinator):
         except BaseException:
             await self.stop()
             raise
-        log.info("ZooKeeper coordinator started: %s, session 0x%x, cluster id %s, broker %d",
+        log.info("ZooKeeper metadata store started: %s, session 0x%x, cluster id %s, broker %d",
                  self.connect, self.session.session_id or 0, self.cluster_id, self.broker_id)
 
     async def stop(self) -> None:
@@ -240,9 +241,13 @@ class ZkCoordinator(Coordinator):
         return await self.partition_states.update_many(
             updates, controller_epoch_zk_version=controller_epoch_zk_version)
 
-    async def update_isr_as_leader(self, topic: str, partition: int, state: PartitionState,
+    async def update_isr_as_leader(self, topic: str, partition: int, state: LeaderAndIsr,
                                    expected_version: int) -> tuple[list[int], int] | None:
-        return await self.partition_states.update_isr_as_leader(topic, partition, state,
+        """A leader's conditional ISR write at its own leader epoch: the ISR the partition
+        then has, with its zk version (the next `expected_version`); None when the
+        partition has another leader or epoch by now (this leader's view is stale)."""
+        znode = PartitionState(state.leader, state.leader_epoch, list(state.isr), state.controller_epoch)
+        return await self.partition_states.update_isr_as_leader(topic, partition, znode,
                                                                 expected_version)
 
     async def notify_isr_change(self, partitions: Iterable[TopicPartition]) -> str:
@@ -351,3 +356,7 @@ class ZkCoordinator(Coordinator):
         reserved.broker.max.id."""
         stat = await self.session.set(zp.BROKER_SEQID, b"")
         return stat.version + reserved_broker_max_id
+
+
+# The former name, kept until every broker module says ZkMetadataStore.
+ZkCoordinator = ZkMetadataStore

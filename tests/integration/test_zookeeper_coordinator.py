@@ -1,4 +1,4 @@
-"""ZkCoordinator against a real ZooKeeper server (Debian's 3.8, started per test).
+"""ZkMetadataStore against a real ZooKeeper server (Debian's 3.8, started per test).
 
 Several coordinators in one test are separate ZooKeeper sessions (separate kazoo clients),
 so races between them are real races at the server. A plain kazoo client plays "another
@@ -20,11 +20,11 @@ from clients.protocol.errors import (InvalidPartitionsError, TopicAlreadyExistsE
                                      UnknownTopicOrPartitionError)
 from tests.support.zookeeper import ZooKeeperServer, zookeeper  # noqa: F401  (fixture)
 from zkcoord import zk_paths as zp
-from zkcoord.store import BrokerInfo
-from zkcoord.zookeeper import (BrokerIdInUseError, BrokersChanged, ControllerChanged,
-                               ControllerMovedError, IsrChangesNotified, SessionReestablished,
-                               StaleZkVersionError, TopicConfigChanged, TopicDeletionsRequested,
-                               TopicsChanged, ZkCoordinator)
+from zkcoord.store import BrokerInfo, LeaderAndIsr, TopicConfigChanged
+from zkcoord.zk_errors import BrokerIdInUseError, ControllerMovedError, StaleZkVersionError
+from zkcoord.zk_events import (BrokersChanged, ControllerChanged, IsrChangesNotified,
+                               SessionReestablished, TopicDeletionsRequested, TopicsChanged)
+from zkcoord.zookeeper import ZkMetadataStore
 
 pytestmark = pytest.mark.timeout(120)
 CHROOT = "/strom"
@@ -43,11 +43,11 @@ async def wait_until(pred: Callable[[], bool], timeout: float = 10.0, what: str 
 
 
 def coordinator(zk: ZooKeeperServer, broker_id: int | None, chroot: str = CHROOT,
-                **kw: Any) -> ZkCoordinator:
+                **kw: Any) -> ZkMetadataStore:
     broker = None if broker_id is None else BrokerInfo(broker_id, "127.0.0.1", 9000 + broker_id)
     kw.setdefault("session_timeout_ms", 6000)
     kw.setdefault("connection_timeout_ms", 10000)
-    return ZkCoordinator(zk.connect_string_for(chroot), broker, **kw)
+    return ZkMetadataStore(zk.connect_string_for(chroot), broker, **kw)
 
 
 class Raw:
@@ -279,17 +279,17 @@ def test_a_leaders_isr_write_whose_answer_was_lost_is_taken_as_written(zookeeper
             epoch = await a.try_elect_controller()
             await a.create_partition_state("t", 0, zp.PartitionState(1, 4, [1, 2], epoch),
                                            controller_epoch_zk_version=a.controller_epoch_zk_version)
-            wanted = zp.PartitionState(1, 4, [1, 2, 3], epoch)
+            wanted = LeaderAndIsr(1, 4, [1, 2, 3], epoch)
             assert await a.update_isr_as_leader("t", 0, wanted, 0) == ([1, 2, 3], 1)
             # The same write again from version 0: it already landed.
             assert await a.update_isr_as_leader("t", 0, wanted, 0) == ([1, 2, 3], 1)
             # Another ISR asked from a stale version, still at our epoch: what is there wins.
-            assert await a.update_isr_as_leader("t", 0, zp.PartitionState(1, 4, [1], epoch), 0) \
+            assert await a.update_isr_as_leader("t", 0, LeaderAndIsr(1, 4, [1], epoch), 0) \
                 == ([1, 2, 3], 1)
             # The controller elected another leader (epoch 5): this one is stale.
             await a.update_partition_state("t", 0, zp.PartitionState(2, 5, [2, 3], epoch), 1)
-            assert await a.update_isr_as_leader("t", 0, zp.PartitionState(1, 4, [1, 2], epoch), 1) is None
-            assert await a.update_isr_as_leader("t", 9, zp.PartitionState(1, 0, [1], epoch), 0) is None
+            assert await a.update_isr_as_leader("t", 0, LeaderAndIsr(1, 4, [1, 2], epoch), 1) is None
+            assert await a.update_isr_as_leader("t", 9, LeaderAndIsr(1, 0, [1], epoch), 0) is None
         finally:
             await a.stop()
 
@@ -342,7 +342,7 @@ def test_controller_failover_driven_by_watch_events(zookeeper: ZooKeeperServer) 
         cs = [coordinator(zookeeper, b) for b in (1, 2, 3)]
         won: list[tuple[int, int]] = []
 
-        def on_event(c: ZkCoordinator) -> Callable[[Any], None]:
+        def on_event(c: ZkMetadataStore) -> Callable[[Any], None]:
             async def elect() -> None:
                 epoch = await c.try_elect_controller()
                 if epoch is not None:
@@ -382,7 +382,7 @@ def test_producer_id_blocks_never_overlap(zookeeper: ZooKeeperServer) -> None:
         try:
             sizes = [[rng.choice([1, 10, 1000]) for _ in range(15)] for _ in cs]
 
-            async def allocate(c: ZkCoordinator, n: int) -> tuple[int, int]:
+            async def allocate(c: ZkMetadataStore, n: int) -> tuple[int, int]:
                 return await c.allocate_producer_ids(n), n
 
             blocks = sorted(await asyncio.gather(
@@ -493,7 +493,7 @@ def test_watch_events_arrive_in_order_on_the_loop(zookeeper: ZooKeeperServer) ->
 
 # ------------------------------------------------------------------ session loss
 
-def _expire_session(zk: ZooKeeperServer, c: ZkCoordinator) -> None:
+def _expire_session(zk: ZooKeeperServer, c: ZkMetadataStore) -> None:
     """The classic trick: a second client attaches to the same session, then closes it."""
     session_id, password = c.client.client_id
     other = KazooClient(hosts=zk.connect_string_for(CHROOT), client_id=(session_id, password))
