@@ -21,12 +21,38 @@ from __future__ import annotations
 
 import struct
 import uuid as _uuid
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 from .types import DecodeError, Reader, Writer, ZERO_UUID
 
-if TYPE_CHECKING:
-    from .schema import F
+
+class _Versions(Protocol):
+    def __contains__(self, version: int) -> bool: ...
+
+
+class FieldDecl(Protocol):
+    """What the compiler reads of a field declaration (schema.F). Declared here, as a
+    protocol, because the schema imports this module."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def kind(self) -> str: ...                   # prim, prim_array, struct, struct_array
+    @property
+    def elem(self) -> Any: ...                   # the primitive's name, or the sub-fields
+    @property
+    def vr(self) -> _Versions: ...               # versions with the field
+    @property
+    def nr(self) -> _Versions | None: ...        # versions where it may be null
+    @property
+    def tr(self) -> _Versions | None: ...        # versions where it is tagged
+    @property
+    def tag(self) -> int | None: ...
+    @property
+    def default(self) -> Any: ...
+
+    def default_value(self) -> Any: ...
+
 
 ReadFn = Callable[[Reader], Any]
 WriteFn = Callable[..., None]   # (writer, value, counts=None)
@@ -86,7 +112,7 @@ class _Attrs:
         return getattr(self.obj, name, default)
 
 
-def _role(f: F, version: int, flexible: bool) -> str | None:
+def _role(f: FieldDecl, version: int, flexible: bool) -> str | None:
     """"plain", "tagged", or None for a field this version does not carry."""
     if version not in f.vr:
         return None
@@ -128,7 +154,7 @@ class _Source:
         return self.ns[name]
 
 
-def _default_read_expr(src: _Source, f: F) -> str:
+def _default_read_expr(src: _Source, f: FieldDecl) -> str:
     """An expression giving a fresh default of `f` (shared when immutable)."""
     d = f.default_value()
     if isinstance(d, _IMMUTABLE):
@@ -180,7 +206,7 @@ def _emit_sized_prologue(src: _Source, ind: int, n: str, size: str, flexible: bo
     src.emit(ind + 1, f"if pos + {size} > end: raise _short({size}, pos, end)")
 
 
-def _emit_read_struct(src: _Source, fields: Sequence[F], version: int, flexible: bool,
+def _emit_read_struct(src: _Source, fields: Sequence[FieldDecl], version: int, flexible: bool,
                       ind: int, out: str) -> None:
     """Code reading the struct at `pos` into the variable `out`."""
     plain = [f for f in fields if _role(f, version, flexible) == "plain"]
@@ -229,7 +255,7 @@ def _emit_read_struct(src: _Source, fields: Sequence[F], version: int, flexible:
     src.emit(ind + 1, f"pos += {size}")
 
 
-def _emit_read_value(src: _Source, f: F, version: int, flexible: bool, ind: int, n: str,
+def _emit_read_value(src: _Source, f: FieldDecl, version: int, flexible: bool, ind: int, n: str,
                      elem: str | None = None, nullable: bool | None = None) -> None:
     """Code reading one value of field `f` (or, with `elem`, one element of a primitive
     array) into the variable `n`."""
@@ -305,7 +331,7 @@ def _emit_read_value(src: _Source, f: F, version: int, flexible: bool, ind: int,
 _READ_PROLOGUE = ("buf = r.buf", "pos = r.pos", "end = r.end")
 
 
-def compile_struct_reader(fields: Sequence[F], version: int, flexible: bool,
+def compile_struct_reader(fields: Sequence[FieldDecl], version: int, flexible: bool,
                           struct_type: type) -> ReadFn:
     """`read(reader) -> Struct` for the fields at `version`."""
     src = _Source(struct_type)
@@ -313,7 +339,7 @@ def compile_struct_reader(fields: Sequence[F], version: int, flexible: bool,
     return src.build("read_struct", "r", _READ_PROLOGUE, ("r.pos = pos", "return out"))
 
 
-def compile_value_reader(f: F, version: int, flexible: bool, struct_type: type) -> ReadFn:
+def compile_value_reader(f: FieldDecl, version: int, flexible: bool, struct_type: type) -> ReadFn:
     """`read(reader) -> value` of one field (a tagged field's own bytes)."""
     src = _Source(struct_type)
     _emit_read_value(src, f, version, flexible, 1, "out")
@@ -343,7 +369,7 @@ def _emit_null_length(src: _Source, ind: int, flexible: bool, code: str) -> None
         src.emit(ind, f"buf += {_NULL_LENGTH[code]!r}")
 
 
-def _value_expr(src: _Source, ind: int, getter: str, f: F) -> str:
+def _value_expr(src: _Source, ind: int, getter: str, f: FieldDecl) -> str:
     """An expression (or a variable set by emitted code) holding the value to write."""
     d = f.default_value()
     if isinstance(d, _IMMUTABLE):
@@ -358,7 +384,7 @@ def _value_expr(src: _Source, ind: int, getter: str, f: F) -> str:
     return v
 
 
-def _emit_write_struct(src: _Source, fields: Sequence[F], version: int, flexible: bool,
+def _emit_write_struct(src: _Source, fields: Sequence[FieldDecl], version: int, flexible: bool,
                        ind: int, obj: str) -> None:
     """Code writing the struct held by the variable `obj`."""
     getter = src.var("g")
@@ -415,7 +441,7 @@ def _emit_write_struct(src: _Source, fields: Sequence[F], version: int, flexible
     src.emit(ind + 1, f"buf += {data}")
 
 
-def _emit_write_value(src: _Source, f: F, version: int, flexible: bool, ind: int, v: str,
+def _emit_write_value(src: _Source, f: FieldDecl, version: int, flexible: bool, ind: int, v: str,
                       elem: str | None = None) -> None:
     """Code writing the value held by `v` (a field's, or a primitive array element's)."""
     kind = "prim" if elem is not None else f.kind
@@ -472,7 +498,7 @@ def _emit_write_value(src: _Source, f: F, version: int, flexible: bool, ind: int
         _emit_write_struct(src, f.elem, version, flexible, ind + 2, item)
 
 
-def compile_struct_writer(fields: Sequence[F], version: int, flexible: bool) -> WriteFn:
+def compile_struct_writer(fields: Sequence[FieldDecl], version: int, flexible: bool) -> WriteFn:
     """`write(writer, obj, counts=None)` for the fields at `version`; `counts`, a dict,
     counts each value written to a field named error_code."""
     src = _Source(dict)
@@ -480,7 +506,7 @@ def compile_struct_writer(fields: Sequence[F], version: int, flexible: bool) -> 
     return src.build("write_struct", "w, obj, counts=None", ("buf = w._buf",), ())
 
 
-def compile_value_writer(f: F, version: int, flexible: bool) -> WriteFn:
+def compile_value_writer(f: FieldDecl, version: int, flexible: bool) -> WriteFn:
     """`write(writer, value, counts=None)` of one field (a tagged field's own bytes)."""
     src = _Source(dict)
     _emit_write_value(src, f, version, flexible, 1, "value")
