@@ -1,25 +1,15 @@
-"""The protocol errors the log raises, as names a type checker can see.
-
-`clients.protocol.errors` builds its exception classes from a table at import time, so a
-static import of e.g. `CorruptMessageError` is invisible to mypy; these aliases are the
-same classes (`except errors.CorruptMessageError` and `except CorruptMessageError` agree).
-"""
+"""The errors the log raises: the protocol's (re-exported, so the log's modules name them
+from one place) and the two that never reach the wire."""
 from __future__ import annotations
 
-from clients.protocol.errors import BY_NAME, KafkaError
+from clients.protocol.errors import (  # noqa: F401  (re-exported)
+    CorruptMessageError, DuplicateSequenceNumberError, InvalidProducerEpochError, InvalidRecordError,
+    InvalidTimestampError, InvalidTxnStateError, KafkaError, KafkaStorageErrorError, MessageTooLargeError,
+    OffsetOutOfRangeError, OutOfOrderSequenceNumberError, RecordListTooLargeError,
+    UnsupportedForMessageFormatError)
 
-CorruptMessageError = BY_NAME["CORRUPT_MESSAGE"]
-InvalidRecordError = BY_NAME["INVALID_RECORD"]
-InvalidTimestampError = BY_NAME["INVALID_TIMESTAMP"]
-UnsupportedForMessageFormatError = BY_NAME["UNSUPPORTED_FOR_MESSAGE_FORMAT"]
-MessageTooLargeError = BY_NAME["MESSAGE_TOO_LARGE"]
-RecordListTooLargeError = BY_NAME["RECORD_LIST_TOO_LARGE"]
-OffsetOutOfRangeError = BY_NAME["OFFSET_OUT_OF_RANGE"]
-OutOfOrderSequenceNumberError = BY_NAME["OUT_OF_ORDER_SEQUENCE_NUMBER"]
-DuplicateSequenceNumberError = BY_NAME["DUPLICATE_SEQUENCE_NUMBER"]
-InvalidProducerEpochError = BY_NAME["INVALID_PRODUCER_EPOCH"]
-InvalidTxnStateError = BY_NAME["INVALID_TXN_STATE"]
-KafkaStorageError = BY_NAME["KAFKA_STORAGE_ERROR"]
+# Kafka's KafkaStorageException (the table's name of code 56 already ends in ERROR).
+KafkaStorageError = KafkaStorageErrorError
 
 
 class UnexpectedAppendOffsetError(KafkaError):
