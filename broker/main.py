@@ -15,7 +15,7 @@ import time
 from typing import Callable
 
 from clients.protocol.messages import API_BY_NAME
-from zkcoord.controller import Controller
+from zkcoord.controller import Controller, ControllerSettings
 from zkcoord.local import LocalMetadataStore
 from zkcoord.store import BrokerInfo, LeaderAndIsr, MetadataStore
 from zkcoord.zookeeper import ZkMetadataStore
@@ -96,8 +96,21 @@ class Broker:
         placement: TopicPlacement
         self.zk_store: ZkMetadataStore | None = None
         if self.cluster_mode:
-            self.store = self.zk_store = ZkMetadataStore.from_config(config, self.advertised)
-            self.controller = Controller(self, self.zk_store, self.controller_stats)
+            assert config.zookeeper_connect is not None
+            self.store = self.zk_store = ZkMetadataStore.for_broker(
+                self.advertised, config.zookeeper_connect,
+                advertised_listeners=config.advertised_listeners,
+                security_protocols=config.security_protocol_map,
+                session_timeout_ms=config.get("zookeeper.session.timeout.ms"),
+                connection_timeout_ms=config.zookeeper_connection_timeout_ms)
+            self.controller = Controller(
+                ControllerSettings(self.broker_id, self.listener_name,
+                                   auto_leader_rebalance=config.get("auto.leader.rebalance.enable"),
+                                   imbalance_check_interval_s=config.get(
+                                       "leader.imbalance.check.interval.seconds"),
+                                   imbalance_ratio=config.get("leader.imbalance.per.broker.percentage") / 100.0),
+                self.zk_store, self.controller_stats,
+                unclean_leader_election=lambda: bool(config.get("unclean.leader.election.enable")))
             self.replicas.isr_writer = self._write_isr
             self.isr_announcer = IsrChangeAnnouncer(self.zk_store.notify_isr_change)
             placement = ClusterPlacement(self.metadata, self.store)

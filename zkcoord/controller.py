@@ -17,18 +17,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
+import uuid
 from collections.abc import Set
-from typing import Any, Callable, Protocol
-
-from clients.aio.errors import KafkaConnectionError
-from clients.aio.pool import ConnectionPool
+from dataclasses import dataclass
+from typing import Callable, Protocol, Union
 
 from . import zk_paths as zp
+from .controller_channels import BrokerChannels
 from .store import TopicConfigChanged
 from .zk_errors import ControllerMovedError, StaleZkVersionError
 from .zk_events import (BrokersChanged, ControllerChanged, IsrChangesNotified, SessionReestablished,
-                        TopicDeletionsRequested, TopicModified, TopicsChanged)
+                        TopicDeletionsRequested, TopicModified, TopicsChanged, ZkEvent)
 from .zookeeper import ZkMetadataStore
 
 log = logging.getLogger(__name__)
@@ -46,41 +45,39 @@ class PState:
     zk_version: int
 
 
-class BrokerChannel:
-    """Requests to one broker, sent in order by one task; retried until delivered or the
-    broker leaves the cluster (Kafka's ControllerChannelManager)."""
+@dataclass(frozen=True)
+class ControllerSettings:
+    """What the controller reads of its broker's configuration, once at start."""
+    broker_id: int
+    listener_name: str                  # the listener it reaches brokers on
+    auto_leader_rebalance: bool         # auto.leader.rebalance.enable
+    imbalance_check_interval_s: float   # leader.imbalance.check.interval.seconds
+    imbalance_ratio: float              # leader.imbalance.per.broker.percentage / 100
 
-    def __init__(self, controller: "Controller", broker_id: int):
-        self.controller = controller
-        self.broker_id = broker_id
-        self.queue: asyncio.Queue[tuple[str, int, dict]] = asyncio.Queue()
-        self.task = asyncio.ensure_future(self._run())
 
-    async def _run(self) -> None:
-        pool = self.controller.pool
-        while True:
-            api, version, body = await self.queue.get()
-            try:
-                await self._deliver(pool, api, version, body)
-            finally:
-                self.queue.task_done()
+# Work the controller gives itself, queued with the store's events so all run in one order.
+@dataclass(frozen=True)
+class _Elect:
+    pass
 
-    async def _deliver(self, pool: ConnectionPool, api: str, version: int, body: dict) -> None:
-        while self.broker_id in self.controller.live:
-            node = self.controller.zk.broker_registrations().get(self.broker_id)
-            try:
-                if node is not None:
-                    ep = self.controller.endpoint(node)
-                    pool.set_address(self.broker_id, ep[0], ep[1])
-                conn = await pool.get(self.broker_id)
-                await conn.request(api, body, version=version)
-                break
-            except (KafkaConnectionError, OSError, asyncio.TimeoutError) as e:
-                log.info("controller: %s to broker %d failed (%s); retrying", api, self.broker_id, e)
-                await asyncio.sleep(0.2)
 
-    def stop(self) -> None:
-        self.task.cancel()
+@dataclass(frozen=True)
+class _PreferredElection:
+    pass
+
+
+@dataclass(frozen=True)
+class _UncleanEnabled:
+    pass
+
+
+@dataclass(frozen=True)
+class _ControlledShutdown:
+    broker_id: int
+    answer: "asyncio.Future[list[TopicPartition] | None]"
+
+
+ControllerEvent = Union[ZkEvent, _Elect, _PreferredElection, _UncleanEnabled, _ControlledShutdown]
 
 
 class ElectionTimes(Protocol):
@@ -95,25 +92,27 @@ class ElectionStats(Protocol):
 
 
 class Controller:
-    def __init__(self, broker: Any, zk: ZkMetadataStore, stats: ElectionStats,
-                 clock: Callable[[], float] | None = None):
-        self.broker = broker
+    """`unclean_leader_election()` is the broker's unclean.leader.election.enable, asked at
+    each election (a dynamic config: it may change while the broker runs)."""
+
+    def __init__(self, settings: ControllerSettings, zk: ZkMetadataStore, stats: ElectionStats,
+                 unclean_leader_election: Callable[[], bool]):
         self.zk = zk
-        self.broker_id = broker.broker_id
-        self.auto_rebalance = broker.config.get("auto.leader.rebalance.enable")
-        self.imbalance_interval_s = broker.config.get("leader.imbalance.check.interval.seconds")
-        self.imbalance_ratio = broker.config.get("leader.imbalance.per.broker.percentage") / 100.0
+        self.broker_id = settings.broker_id
+        self.auto_rebalance = settings.auto_leader_rebalance
+        self.imbalance_interval_s = settings.imbalance_check_interval_s
+        self.imbalance_ratio = settings.imbalance_ratio
+        self.unclean_leader_election = unclean_leader_election
         self._rebalance_task: asyncio.Task | None = None
-        self.listener = broker.listener_name
         self.epoch: int | None = None
         self.epoch_zk_version: int | None = None
         self.live: set[int] = set()
         self.states: dict[TopicPartition, PState] = {}
         self.assignments: dict[str, dict[int, list[int]]] = {}
         self.shutting_down: set[int] = set()
-        self.pool = ConnectionPool(client_id=f"controller-{self.broker_id}")
-        self.channels: dict[int, BrokerChannel] = {}
-        self.events: asyncio.Queue = asyncio.Queue()
+        self.channels = BrokerChannels(f"controller-{self.broker_id}", settings.listener_name,
+                                       zk.broker_registrations, lambda b: b in self.live)
+        self.events: asyncio.Queue[ControllerEvent] = asyncio.Queue()
         self._task: asyncio.Task | None = None
         self._unsubscribe: Callable[[], None] | None = None
         self.stats = stats
@@ -133,7 +132,7 @@ class Controller:
     async def start(self) -> None:
         self._unsubscribe = self.zk.subscribe(self.events.put_nowait)
         self._task = asyncio.ensure_future(self._process())
-        self.events.put_nowait(("elect",))
+        self.events.put_nowait(_Elect())
 
     async def stop(self) -> None:
         if self._unsubscribe:
@@ -141,7 +140,7 @@ class Controller:
         if self._task:
             self._task.cancel()
         self._stand_down()
-        await self.pool.close_all()
+        await self.channels.close_connections()
 
     async def _process(self) -> None:
         while True:
@@ -156,8 +155,9 @@ class Controller:
             except Exception:
                 log.exception("controller %d: event %r failed", self.broker_id, event)
 
-    async def _handle(self, event: Any) -> None:
-        if event == ("elect",) or (isinstance(event, ControllerChanged) and event.controller_id == zp.NO_LEADER):
+    async def _handle(self, event: ControllerEvent) -> None:
+        if isinstance(event, _Elect) or (isinstance(event, ControllerChanged)
+                                         and event.controller_id == zp.NO_LEADER):
             if not self.active:
                 await self._elect()
             return
@@ -169,21 +169,20 @@ class Controller:
             self._stand_down()
             await self._elect()
             return
-        if event == ("preferred_election",):
+        if isinstance(event, _PreferredElection):
             if self.active:
                 await self._preferred_election()
             return
-        if isinstance(event, tuple) and event[0] == "controlled_shutdown":
-            _, broker_id, fut = event
+        if isinstance(event, _ControlledShutdown):
             if not self.active:
-                fut.set_result(None)
+                event.answer.set_result(None)
             else:
-                fut.set_result(await self._controlled_shutdown(broker_id))
+                event.answer.set_result(await self._controlled_shutdown(event.broker_id))
             return
         if not self.active:
             return
-        if isinstance(event, tuple) and event[0] == "unclean_enabled":
-            if self.broker.config.get("unclean.leader.election.enable"):
+        if isinstance(event, _UncleanEnabled):
+            if self.unclean_leader_election():
                 await self._elect_offline(None)
             return
         if isinstance(event, TopicConfigChanged):
@@ -207,9 +206,7 @@ class Controller:
         if self._rebalance_task is not None:
             self._rebalance_task.cancel()
             self._rebalance_task = None
-        for ch in self.channels.values():
-            ch.stop()
-        self.channels.clear()
+        self.channels.close_all()
 
     # ================================================================== election
     async def _elect(self) -> None:
@@ -224,7 +221,7 @@ class Controller:
     async def _on_become_controller(self) -> None:
         self.live = {b.broker_id for b in self.zk.live_brokers()}
         for b in self.live:
-            self._channel(b)
+            self.channels.open(b)
         # Tell every broker at once who the controller is now (live brokers, no partitions):
         # until then their Metadata answers still name the old, dead controller, and a client
         # such as librdkafka's AdminClient waits for it. Kafka's onControllerFailover also
@@ -254,7 +251,7 @@ class Controller:
     async def _rebalance_timer(self) -> None:
         while True:
             await asyncio.sleep(self.imbalance_interval_s)
-            self.events.put_nowait(("preferred_election",))
+            self.events.put_nowait(_PreferredElection())
 
     async def _preferred_election(self) -> list[TopicPartition]:
         """auto.leader.rebalance.enable: move leadership back to each partition's preferred
@@ -316,12 +313,12 @@ class Controller:
         meta = self.zk.topics().get(topic)
         value = meta.configs.get("unclean.leader.election.enable") if meta is not None else None
         if value is None:
-            return bool(self.broker.config.get("unclean.leader.election.enable"))
+            return self.unclean_leader_election()
         return value.strip().lower() == "true"
 
     def unclean_default_changed(self) -> None:
         """The broker's unclean.leader.election.enable changed (a dynamic config)."""
-        self.events.put_nowait(("unclean_enabled", None))
+        self.events.put_nowait(_UncleanEnabled())
 
     async def _elect_offline(self, topic: str | None) -> None:
         """Elect leaders for offline partitions (of `topic`, or all), as Kafka does when
@@ -456,12 +453,10 @@ class Controller:
     async def _on_brokers_changed(self, added: set[int], removed: set[int]) -> None:
         self.live = {b.broker_id for b in self.zk.live_brokers()}
         for b in removed:
-            ch = self.channels.pop(b, None)
-            if ch:
-                ch.stop()
+            self.channels.close(b)
             self.shutting_down.discard(b)
         for b in added:
-            self._channel(b)
+            self.channels.open(b)
         changed: set[TopicPartition] = set()
         if removed:
             led = [tp for tp, ps in self.states.items() if ps.state.leader in removed]
@@ -532,33 +527,17 @@ class Controller:
 
     async def controlled_shutdown(self, broker_id: int) -> list[TopicPartition] | None:
         """For the ControlledShutdown handler: None when this broker is not controller."""
-        fut = asyncio.get_running_loop().create_future()
-        self.events.put_nowait(("controlled_shutdown", broker_id, fut))
+        fut: asyncio.Future[list[TopicPartition] | None] = asyncio.get_running_loop().create_future()
+        self.events.put_nowait(_ControlledShutdown(broker_id, fut))
         return await fut
 
     async def drain(self, timeout_s: float) -> None:
         """Wait until every queued request reached its broker (or `timeout_s`): a controller
         shutting itself down must deliver the LeaderAndIsr that moved its leadership away."""
-        try:
-            await asyncio.wait_for(asyncio.gather(*(ch.queue.join() for ch in list(self.channels.values()))),
-                                   timeout_s)
-        except asyncio.TimeoutError:
+        if not await self.channels.drain(timeout_s):
             log.warning("controller %d: requests still undelivered after %.1f s", self.broker_id, timeout_s)
 
     # ================================================================== requests to brokers
-    def endpoint(self, reg: Any) -> tuple[str, int]:
-        for ep in reg.endpoints:
-            if ep.listener_name == self.listener:
-                return ep.host, ep.port
-        ep = reg.endpoints[0]
-        return ep.host, ep.port
-
-    def _channel(self, broker_id: int) -> BrokerChannel:
-        ch = self.channels.get(broker_id)
-        if ch is None:
-            ch = self.channels[broker_id] = BrokerChannel(self, broker_id)
-        return ch
-
     def _partition_state(self, tp: TopicPartition, deleting: bool = False) -> dict:
         s = self.states[tp].state
         return {"partition_index": tp[1], "controller_epoch": s.controller_epoch,
@@ -568,7 +547,7 @@ class Controller:
                 "adding_replicas": [], "removing_replicas": [], "is_new": False,
                 "leader_recovery_state": s.leader_recovery_state}
 
-    def _topic_id(self, topic: str) -> Any:
+    def _topic_id(self, topic: str) -> uuid.UUID | None:
         meta = self.zk.topics().get(topic)
         return meta.topic_id if meta else None
 
@@ -584,9 +563,9 @@ class Controller:
         regs = self.zk.broker_registrations()
         body = {"controller_id": self.broker_id, "controller_epoch": self.epoch, "broker_epoch": -1,
                 "type": 0, "topic_states": self._by_topic(tps),
-                "live_leaders": [{"broker_id": b, "host_name": self.endpoint(regs[b])[0],
-                                  "port": self.endpoint(regs[b])[1]} for b in leaders if b in regs]}
-        self._channel(broker_id).queue.put_nowait(("LeaderAndIsr", LEADER_AND_ISR_VERSION, body))
+                "live_leaders": [{"broker_id": b, "host_name": self.channels.endpoint(regs[b])[0],
+                                  "port": self.channels.endpoint(regs[b])[1]} for b in leaders if b in regs]}
+        self.channels.send(broker_id, "LeaderAndIsr", LEADER_AND_ISR_VERSION, body)
 
     def _send_update_metadata(self, brokers: set[int], tps: list[TopicPartition], deleting: bool = False) -> None:
         regs = self.zk.broker_registrations()
@@ -596,7 +575,7 @@ class Controller:
         body = {"controller_id": self.broker_id, "controller_epoch": self.epoch, "broker_epoch": -1,
                 "live_brokers": live, "topic_states": self._by_topic(tps, deleting)}
         for b in brokers:
-            self._channel(b).queue.put_nowait(("UpdateMetadata", UPDATE_METADATA_VERSION, body))
+            self.channels.send(b, "UpdateMetadata", UPDATE_METADATA_VERSION, body)
 
     def _send_stop_replica(self, broker_id: int, tps: list[TopicPartition], delete: bool) -> None:
         topics: dict[str, list[dict]] = {}
@@ -604,4 +583,4 @@ class Controller:
             topics.setdefault(t, []).append({"partition_index": p, "leader_epoch": -1, "delete_partition": delete})
         body = {"controller_id": self.broker_id, "controller_epoch": self.epoch, "broker_epoch": -1,
                 "topic_states": [{"topic_name": t, "partition_states": ps} for t, ps in topics.items()]}
-        self._channel(broker_id).queue.put_nowait(("StopReplica", STOP_REPLICA_VERSION, body))
+        self.channels.send(broker_id, "StopReplica", STOP_REPLICA_VERSION, body)

@@ -97,16 +97,18 @@ class ZkMetadataStore(MetadataStore):
         self.partition_states = PartitionStates(self.session)
 
     @classmethod
-    def from_config(cls, config: Any, broker: BrokerInfo) -> "ZkMetadataStore":
-        """From a BrokerConfig: zookeeper.connect, zookeeper.session.timeout.ms,
-        zookeeper.connection.timeout.ms, advertised.listeners and the protocol map."""
-        pmap = dict(getattr(config, "security_protocol_map", None) or {})
-        endpoints = [EndPoint(name, host, port, pmap.get(name, name))
-                     for name, host, port, *_ in config.advertised_listeners]
-        return cls(config.zookeeper_connect, broker,
-                   session_timeout_ms=config.get("zookeeper.session.timeout.ms"),
-                   connection_timeout_ms=config.zookeeper_connection_timeout_ms,
-                   endpoints=endpoints)
+    def for_broker(cls, broker: BrokerInfo, connect: str, *,
+                   advertised_listeners: Iterable[tuple[str, str, int]],
+                   security_protocols: Mapping[str, str],
+                   session_timeout_ms: int, connection_timeout_ms: int) -> "ZkMetadataStore":
+        """The store of a broker that registers `broker` with its advertised listeners, each
+        a (name, host, port) whose security protocol `security_protocols` maps by name (Kafka's
+        zookeeper.connect, zookeeper.session.timeout.ms, zookeeper.connection.timeout.ms,
+        advertised.listeners and listener.security.protocol.map)."""
+        endpoints = [EndPoint(name, host, port, security_protocols.get(name, name))
+                     for name, host, port in advertised_listeners]
+        return cls(connect, broker, session_timeout_ms=session_timeout_ms,
+                   connection_timeout_ms=connection_timeout_ms, endpoints=endpoints)
 
     # ------------------------------------------------------------ lifecycle
 
