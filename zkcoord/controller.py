@@ -5,8 +5,8 @@ Every broker runs a `Controller`; it acts only while elected. ZooKeeper watch ev
 requests (controlled shutdown) go through ONE queue processed in order by one task, so the
 controller's logic is single-threaded. Every partition-state write is conditional on both
 the partition state's znode version and the /controller_epoch znode version, so a deposed
-controller can change nothing (invariant 4), and every request to brokers carries the
-controller epoch, which brokers check.
+controller can change nothing (invariant 4 of docs/ARCHITECTURE.md), and every request to
+brokers carries the controller epoch, which brokers check.
 
 Leader election (Kafka's OfflinePartitionLeaderElectionStrategy): the first replica, in
 assignment order, that is alive and in the ISR; if none and unclean.leader.election.enable,

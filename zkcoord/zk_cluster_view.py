@@ -20,7 +20,7 @@ import uuid
 from typing import Any, Awaitable, Callable
 
 from kazoo.exceptions import ConnectionClosedError, NoNodeError
-from kazoo.protocol.states import KazooState
+from kazoo.protocol.states import KazooState, WatchedEvent
 
 from . import zk_paths as zp
 from .store import BrokerConfigsChanged, BrokerInfo, TopicConfigChanged, TopicMetadata
@@ -149,7 +149,7 @@ class ClusterView:
         except RuntimeError:       # loop closed during shutdown
             pass
 
-    def watcher(self, event: Any) -> None:
+    def watcher(self, event: WatchedEvent) -> None:
         # Session events (type NONE, path None) come from kazoo dropping its watches on a
         # disconnect; the CONNECTED state that follows triggers the resync instead.
         if event.type != "NONE" and event.path:

@@ -3,8 +3,9 @@ Kafka's ZooKeeper mode (KafkaZkClient.registerControllerAndIncrementControllerEp
 
 A won election leaves `controller_epoch_zk_version`: the controller passes it to its writes,
 which then run in a transaction with a check of /controller_epoch, so a deposed controller's
-write fails with ControllerMovedError (invariant 4). The election is forgotten as soon as a
-read of /controller shows another holder (or none), or the session is replaced.
+write fails with ControllerMovedError (invariant 4 of docs/ARCHITECTURE.md). The election is
+forgotten as soon as a read of /controller shows another holder (or none), or the session
+is replaced.
 """
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ import math
 import time
 from typing import Any, Callable
 
-from kazoo.client import KazooClient
+from kazoo.client import KazooClient, TransactionRequest
 from kazoo.exceptions import (ConnectionClosedError, ConnectionLoss, NodeExistsError, NoNodeError,
                               OperationTimeoutError, RolledBackError, SessionExpiredError)
 from kazoo.protocol.states import KazooState, ZnodeStat
@@ -255,7 +255,7 @@ class ZkSession:
         return cid is not None and stat.ephemeralOwner == cid[0]
 
     async def guarded(self, controller_epoch_zk_version: int | None,
-                      add_op: Callable[[Any], None], plain: Callable[[], Any]) -> Any:
+                      add_op: Callable[[TransactionRequest], None], plain: Callable[[], Any]) -> Any:
         """Run one write, guarded by a check of /controller_epoch's zk version when given
         (Kafka's controllerZkVersionCheck): ControllerMovedError when another broker became
         controller since. Returns the write's result."""

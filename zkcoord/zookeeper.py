@@ -21,7 +21,7 @@ overwrite newer state are conditional on a znode version (ZooKeeper's compare-an
 partition states, the topic assignment, the producer id block, and the controller epoch. A
 controller passes `controller_epoch_zk_version` (from its election) to its writes, which then
 run in a transaction with a check of /controller_epoch, so a deposed controller's write fails
-with ControllerMovedError (invariant 4).
+with ControllerMovedError (invariant 4 of docs/ARCHITECTURE.md).
 """
 from __future__ import annotations
 
