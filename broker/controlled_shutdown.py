@@ -8,14 +8,14 @@ import logging
 
 from clients.aio.connection import BrokerConnection
 from zkcoord.controller import Controller
-from zkcoord.store import Coordinator
+from zkcoord.store import MetadataStore
 
 from .metadata_cache import MetadataCache
 
 log = logging.getLogger("strom.broker")
 
 
-async def controlled_shutdown(broker_id: int, store: Coordinator, metadata: MetadataCache,
+async def controlled_shutdown(broker_id: int, store: MetadataStore, metadata: MetadataCache,
                               controller: Controller | None, attempts: int = 3) -> None:
     """Ask the controller (this broker's own, when it is the controller) until no partition
     is left led here, or `attempts` are used up."""

@@ -13,8 +13,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 
-from zkcoord.store import Coordinator
-from zkcoord.zookeeper import BrokerConfigsChanged, TopicConfigChanged
+from zkcoord.store import MetadataStore
+from zkcoord.store import BrokerConfigsChanged, TopicConfigChanged
 
 from .config import BrokerConfig, ConfigError
 from .log import LogConfig, LogManager
@@ -25,7 +25,7 @@ log = logging.getLogger("strom.broker")
 
 
 class DynamicBrokerConfigs:
-    def __init__(self, broker_id: int, config: BrokerConfig, store: Coordinator,
+    def __init__(self, broker_id: int, config: BrokerConfig, store: MetadataStore,
                  log_manager: LogManager, replicas: ReplicaManager,
                  topic_configs: TopicConfigResolver) -> None:
         self.broker_id = broker_id

@@ -183,7 +183,7 @@ class Broker:
             await self.store.start()
             self.dynamic_configs.load()
             self.metadata.brokers = {b.broker_id: b for b in self.store.live_brokers()}
-            self.metadata.controller_id = self.store.controller_id
+            self.metadata.set_controller(self.store.controller_id, 0)
             for meta in list(self.store.topics().values()):
                 self.standalone.lead(meta)
             await self._listen()

@@ -27,6 +27,7 @@ class MetadataCache:
         self.brokers: dict[int, BrokerInfo] = {}
         self.controller_id = -1
         self.controller_epoch = -1
+        self._controller_waiters: list[asyncio.Future] = []
         self.partitions: dict[tuple[str, int], PartitionInfo] = {}
 
     def alive_brokers(self) -> list[BrokerInfo]:
@@ -36,6 +37,30 @@ class MetadataCache:
         if self.this_broker is not None:
             brokers.setdefault(self.this_broker.broker_id, self.this_broker)
         return [brokers[b] for b in sorted(brokers)]
+
+    def set_controller(self, controller_id: int, controller_epoch: int) -> None:
+        self.controller_id = controller_id
+        self.controller_epoch = controller_epoch
+        if controller_id >= 0:
+            waiters, self._controller_waiters = self._controller_waiters, []
+            for w in waiters:
+                if not w.done():
+                    w.set_result(None)
+
+    async def wait_for_controller(self, timeout_s: float) -> None:
+        """Until a controller has told this broker about the cluster (its first
+        UpdateMetadata) or `timeout_s` passed."""
+        if self.controller_id >= 0:
+            return
+        w = asyncio.get_running_loop().create_future()
+        self._controller_waiters.append(w)
+        try:
+            await asyncio.wait_for(w, timeout_s)
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            if w in self._controller_waiters:
+                self._controller_waiters.remove(w)
 
     def broker(self, broker_id: int) -> BrokerInfo | None:
         return self.brokers.get(broker_id)

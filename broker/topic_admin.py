@@ -12,7 +12,7 @@ from clients.protocol.errors import (
     InvalidReplicationFactorError, InvalidRequestError, InvalidTopicExceptionError,
     TopicAlreadyExistsError, TopicDeletionDisabledError, UnknownTopicOrPartitionError,
 )
-from zkcoord.store import Coordinator, TopicMetadata
+from zkcoord.store import MetadataStore, TopicMetadata
 
 from .config import BrokerConfig
 from .replication.replica_manager import ReplicaManager
@@ -42,7 +42,7 @@ class TopicAdmin:
     """Runs on the event loop; each operation's checks read the store's cache, so two
     concurrent creations of one name are settled by the store (TopicAlreadyExists)."""
 
-    def __init__(self, config: BrokerConfig, store: Coordinator, topic_configs: TopicConfigResolver,
+    def __init__(self, config: BrokerConfig, store: MetadataStore, topic_configs: TopicConfigResolver,
                  replicas: ReplicaManager, placement: TopicPlacement) -> None:
         self.config = config
         self.store = store

@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Protocol
 
-from zkcoord.store import Coordinator, TopicMetadata
+from zkcoord.store import MetadataStore, TopicMetadata
 
 from .metadata_cache import MetadataCache, PartitionInfo
 from .stats import BrokerTopicStats
@@ -63,7 +63,7 @@ class StandalonePlacement:
 
 
 class ClusterPlacement:
-    def __init__(self, metadata: MetadataCache, store: Coordinator) -> None:
+    def __init__(self, metadata: MetadataCache, store: MetadataStore) -> None:
         self.metadata = metadata
         self.store = store
 

@@ -141,7 +141,3 @@ class LocalMetadataStore(MetadataStore):
 
 def _entity(broker_id: int | None) -> str:
     return "<default>" if broker_id is None else str(broker_id)
-
-
-# The former name, kept until every broker module says LocalMetadataStore.
-LocalCoordinator = LocalMetadataStore

@@ -122,7 +122,3 @@ class MetadataStore(abc.ABC):
     @abc.abstractmethod
     async def allocate_producer_ids(self, count: int) -> int:
         """Reserve `count` producer ids cluster-wide; returns the first."""
-
-
-# The interface's former name, kept until every broker module says MetadataStore.
-Coordinator = MetadataStore

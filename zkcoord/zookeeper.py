@@ -54,7 +54,7 @@ from .zk_topic_writes import TopicWrites
 log = logging.getLogger("strom.zkcoord")
 
 __all__ = [
-    "ZkMetadataStore", "ZkCoordinator", "NO_CONTROLLER", "split_connect",
+    "ZkMetadataStore", "NO_CONTROLLER", "split_connect",
     "ZkStoreError", "ZkNotConnectedError", "BrokerIdInUseError", "StaleZkVersionError",
     "ControllerMovedError", "PartitionStateExistsError", "NoPartitionStateError",
     "BrokersChanged", "BrokerModified", "TopicsChanged", "TopicModified", "TopicConfigChanged",
@@ -358,7 +358,3 @@ class ZkMetadataStore(MetadataStore):
         reserved.broker.max.id."""
         stat = await self.session.set(zp.BROKER_SEQID, b"")
         return stat.version + reserved_broker_max_id
-
-
-# The former name, kept until every broker module says ZkMetadataStore.
-ZkCoordinator = ZkMetadataStore

@@ -20,7 +20,7 @@ import uuid
 from typing import Callable
 
 from clients.protocol.errors import Code, KafkaError
-from zkcoord.store import Coordinator
+from zkcoord.store import MetadataStore
 
 from ..replication.replica_manager import ReplicaManager
 from ..topic_admin import TopicAdmin
@@ -44,7 +44,7 @@ class GroupCoordinator:
     exist), TopicAdmin (creates the offsets topic on first use) and the ReplicaManager (the
     offsets topic's partitions, which this coordinator appends to and replays)."""
 
-    def __init__(self, settings: GroupSettings, store: Coordinator, topic_admin: TopicAdmin,
+    def __init__(self, settings: GroupSettings, store: MetadataStore, topic_admin: TopicAdmin,
                  replicas: ReplicaManager, clock: Callable[[], float] = time.monotonic,
                  wall_ms: Callable[[], int] = lambda: int(time.time() * 1000)):
         self.metadata = GroupMetadataManager(settings, store, topic_admin, replicas, clock, wall_ms)

@@ -14,7 +14,7 @@ import time
 from typing import Any, Callable
 
 from clients.protocol.errors import Code, KafkaError
-from zkcoord.store import Coordinator
+from zkcoord.store import MetadataStore
 
 from ..replication.replica_manager import ReplicaManager
 from ..topic_admin import TopicAdmin
@@ -30,7 +30,7 @@ LOADING, LOADED = "loading", "loaded"
 
 
 class GroupMetadataManager:
-    def __init__(self, settings: GroupSettings, store: Coordinator, topic_admin: TopicAdmin,
+    def __init__(self, settings: GroupSettings, store: MetadataStore, topic_admin: TopicAdmin,
                  replicas: ReplicaManager, clock: Callable[[], float] = time.monotonic,
                  wall_ms: Callable[[], int] = lambda: int(time.time() * 1000)):
         self.metadata_store = store

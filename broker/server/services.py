@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from zkcoord.controller import Controller
-from zkcoord.store import Coordinator
+from zkcoord.store import MetadataStore
 
 from ..config import BrokerConfig
 from ..dynamic_configs import DynamicBrokerConfigs
@@ -30,7 +30,7 @@ class ApiServices:
     listener_name: str              # the listener whose addresses clients are given
     cluster_mode: bool
     config: BrokerConfig
-    store: Coordinator              # the cluster's metadata (topics, configs, brokers)
+    store: MetadataStore              # the cluster's metadata (topics, configs, brokers)
     metadata: MetadataCache         # leaders and live brokers as the controller announced
     replicas: ReplicaManager
     purgatory: FetchPurgatory

@@ -25,7 +25,7 @@ def broker_uses(*needles: str) -> bool:
 
 
 # Cluster mode exists once zkcoord/zookeeper.py does and the broker uses it.
-CLUSTER_MODE = (REPO / "zkcoord" / "zookeeper.py").exists() and broker_uses("ZkCoordinator",
+CLUSTER_MODE = (REPO / "zkcoord" / "zookeeper.py").exists() and broker_uses("ZkMetadataStore",
                                                                             "zkcoord.zookeeper")
 CONTROLLER = CLUSTER_MODE and (REPO / "zkcoord" / "controller.py").exists()
 

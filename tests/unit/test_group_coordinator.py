@@ -1,6 +1,6 @@
 """The group coordinator's Kafka semantics, in process and fast.
 
-Each test builds a real Broker (LogManager, ReplicaManager, LocalCoordinator, a
+Each test builds a real Broker (LogManager, ReplicaManager, LocalMetadataStore, a
 `__consumer_offsets` topic on disk under tmp_path) without starting its listeners, and swaps
 in a GroupCoordinator on a fake clock. Time moves only when a test advances the clock and
 calls `tick()`. No sockets, no processes, no mocks of the log.

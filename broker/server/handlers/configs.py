@@ -16,7 +16,7 @@ from clients.protocol.errors import Code, KafkaError, for_code
 
 from typing import Protocol
 
-from zkcoord.store import Coordinator, TopicMetadata
+from zkcoord.store import MetadataStore, TopicMetadata
 
 from ...config import BROKER_CONFIG, CONFIG_SOURCE_IDS, TOPIC_CONFIG, BrokerConfig, ConfigEntry, ConfigError
 from ...dynamic_configs import DynamicBrokerConfigs
@@ -27,7 +27,7 @@ from ..dispatch import RequestContext, handles
 class ConfigServices(Protocol):
     broker_id: int
     config: BrokerConfig
-    store: Coordinator
+    store: MetadataStore
     topic_admin: TopicAdmin
     dynamic_configs: DynamicBrokerConfigs
 

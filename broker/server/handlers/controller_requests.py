@@ -11,7 +11,7 @@ from typing import Protocol
 
 from clients.protocol.errors import Code
 from zkcoord.controller import Controller
-from zkcoord.store import BrokerInfo, Coordinator
+from zkcoord.store import BrokerInfo, MetadataStore
 
 from ...group.coordinator import GroupCoordinator
 from ...group.offsets import OFFSETS_TOPIC
@@ -25,7 +25,7 @@ from ..dispatch import RequestContext, handles
 class ControllerRequestServices(Protocol):
     broker_id: int
     listener_name: str
-    store: Coordinator
+    store: MetadataStore
     metadata: MetadataCache
     replicas: ReplicaManager
     purgatory: FetchPurgatory
@@ -106,8 +106,7 @@ def update_metadata(services: ControllerRequestServices, request, ctx: RequestCo
             host, port = ep.host, ep.port
         brokers[b.id] = BrokerInfo(b.id, host, port, b.rack)
     cache.brokers = brokers
-    cache.controller_id = request.controller_id
-    cache.controller_epoch = request.controller_epoch
+    cache.set_controller(request.controller_id, request.controller_epoch)
     states = ([(t.topic_name, s) for t in request.topic_states for s in t.partition_states] if v >= 5
               else [(s.topic_name, s) for s in request.ungrouped_partition_states])
     for name, s in states:

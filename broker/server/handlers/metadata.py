@@ -6,7 +6,7 @@ import uuid
 from typing import Protocol
 
 from clients.protocol.errors import Code, KafkaError
-from zkcoord.store import Coordinator
+from zkcoord.store import MetadataStore
 
 from ...config import BrokerConfig
 from ...metadata_cache import MetadataCache
@@ -15,12 +15,14 @@ from ..dispatch import RequestContext, handles
 
 
 class MetadataServices(Protocol):
+    cluster_mode: bool
     config: BrokerConfig
-    store: Coordinator
+    store: MetadataStore
     metadata: MetadataCache
     topic_admin: TopicAdmin
 
 NO_OPERATIONS = -2147483648   # Kafka's "authorized operations not requested"
+CONTROLLER_WAIT_S = 5.0       # at most this long for the first UpdateMetadata
 
 
 def _brokers(services: MetadataServices) -> list[dict]:
@@ -50,9 +52,19 @@ def _topic_entry(services: MetadataServices, meta) -> dict:
             "topic_authorized_operations": NO_OPERATIONS}
 
 
+async def _first_metadata(services: MetadataServices) -> None:
+    """Just started, no controller has told this broker about the cluster yet: an answer now
+    would name no controller and no other broker, and librdkafka's AdminClient then waits out
+    its whole timeout before it sends a CreateTopics. Wait for the first UpdateMetadata
+    (bounded), as Kafka's brokers serve clients only once they have the cluster's metadata."""
+    if services.cluster_mode and services.metadata.controller_id < 0:
+        await services.metadata.wait_for_controller(CONTROLLER_WAIT_S)
+
+
 @handles("Metadata", (0, 12))
 async def metadata(services: MetadataServices, request, ctx: RequestContext) -> dict:
     v = ctx.version
+    await _first_metadata(services)
     coordinator = services.store
     topics = []
     # v0: an empty list means all topics; v1+: null means all, empty means none.
@@ -98,7 +110,8 @@ async def metadata(services: MetadataServices, request, ctx: RequestContext) -> 
 
 
 @handles("DescribeCluster", (0, 1))
-def describe_cluster(services: MetadataServices, request, ctx: RequestContext) -> dict:
+async def describe_cluster(services: MetadataServices, request, ctx: RequestContext) -> dict:
+    await _first_metadata(services)
     if ctx.version >= 1 and request.endpoint_type not in (1,):
         # Only brokers (endpoint type 1) are served by a broker listener.
         return {"error_code": Code.UNSUPPORTED_ENDPOINT_TYPE, "endpoint_type": request.endpoint_type,

@@ -6,7 +6,7 @@ import uuid
 from typing import Protocol
 
 from clients.protocol.errors import Code, KafkaError
-from zkcoord.store import Coordinator
+from zkcoord.store import MetadataStore
 
 from ...config import BrokerConfig
 from ...topic_admin import TopicAdmin
@@ -16,7 +16,7 @@ from .configs import topic_config_entries
 
 class TopicServices(Protocol):
     config: BrokerConfig
-    store: Coordinator
+    store: MetadataStore
     topic_admin: TopicAdmin
 
 
