@@ -71,3 +71,28 @@ def test_produce_and_fetch_answer_outside_a_task_or_return_a_coroutine_to_wait_i
             assert {code for (_, code) in dispatch.stats.errors} == {0}
             assert sum(dispatch.stats.requests.values()) == 4
     asyncio.run(main())
+
+
+def test_an_append_between_the_fetchs_call_and_its_task_wakes_it(tmp_path: Path) -> None:
+    """The coroutine a parked Fetch returns starts in a task one event-loop pass later; an
+    append in that pass (another connection's produce) must not go unnoticed until
+    max_wait_ms."""
+    async def main() -> None:
+        async with standalone_broker(tmp_path / "logs", {"t": 1}) as (broker, dispatch, conn):
+            loop = asyncio.get_running_loop()
+            fetch = {"replica_id": -1, "max_wait_ms": 3000, "min_bytes": 1, "max_bytes": 1 << 20,
+                     "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                     "topics": [{"topic": "t", "partitions": [
+                         {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
+                          "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}],
+                     "forgotten_topics_data": [], "rack_id": ""}
+            waiting = dispatch(_frame("Fetch", fetch, 12), conn)
+            assert asyncio.iscoroutine(waiting), waiting            # nothing to read: it waits
+            produce = {"acks": 1, "timeout_ms": 5000, "topic_data": [
+                {"name": "t", "partition_data": [{"index": 0, "records": build_batch([Record(None, b"x")])}]}]}
+            assert isinstance(dispatch(_frame("Produce", produce, 9), conn), Response)
+            started = loop.time()
+            response = await asyncio.wait_for(loop.create_task(waiting), 5)
+            assert isinstance(response, Response) and response.size > 100    # the record came
+            assert loop.time() - started < 1.0, "woken only by max_wait_ms"
+    asyncio.run(main())

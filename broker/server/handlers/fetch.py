@@ -186,7 +186,7 @@ def fetch(services: FetchServices, request, ctx: RequestContext
     deadline = time.monotonic() + max(0, request.max_wait_ms) / 1000.0
     responses, total, any_error = plan.read()
     if _must_wait(request, plan, total, any_error, deadline):
-        return _after_waiting(services, request, ctx, plan, session_ctx, deadline, responses)
+        return _after_waiting(services, request, ctx, plan, session_ctx, deadline)
     return _answer(services, plan, responses, session_ctx)
 
 
@@ -195,15 +195,19 @@ def _must_wait(request, plan: _FetchPlan, total: int, any_error: bool, deadline:
 
 
 async def _after_waiting(services: FetchServices, request, ctx: RequestContext, plan: _FetchPlan,
-                         session_ctx: SessionContext | None, deadline: float, responses: list[dict]) -> dict:
+                         session_ctx: SessionContext | None, deadline: float) -> dict:
     """Below min_bytes: park in the purgatory until an append to one of the partitions or
-    max_wait_ms, read again, and so on until there is enough or the time is up."""
+    max_wait_ms, read again, and so on until there is enough or the time is up.
+
+    It starts in a task an event-loop pass after `fetch` read: it reads once more before it
+    parks, or an append in that pass (which wakes only fetches already parked) would go
+    unnoticed until max_wait_ms."""
     while True:
-        await services.purgatory.wait(plan.keys(), deadline - time.monotonic())
-        if ctx.conn.closed:
-            break
         responses, total, any_error = plan.read()
         if not _must_wait(request, plan, total, any_error, deadline):
+            break
+        await services.purgatory.wait(plan.keys(), deadline - time.monotonic())
+        if ctx.conn.closed:
             break
     return _answer(services, plan, responses, session_ctx)
 
