@@ -63,7 +63,12 @@ def test_urp_isr_changes_offline_partitions_and_one_active_controller(cluster):
     c.sigstop(follower)
     paused = time.monotonic()
     try:
-        c.wait_until(lambda: value(c, leader, "kafka_server_replicamanager_underreplicatedpartitions") > 0,
+        # The URP gauge and the ISR in ZooKeeper of the shrink that drops the paused follower.
+        # On a loaded machine a replica slow to start fetching after the topic's creation may
+        # be shrunk and expanded once before (the broker doing its job): so wait for this
+        # shrink's outcome rather than read the first change.
+        c.wait_until(lambda: value(c, leader, "kafka_server_replicamanager_underreplicatedpartitions") > 0
+                     and sorted(c.isr("urp", 0)) == sorted({leader, controller}),
                      timeout=LAG_MS / 1000 * 3)
         took = time.monotonic() - paused
         urp = value(c, leader, "kafka_server_replicamanager_underreplicatedpartitions")
@@ -71,15 +76,14 @@ def test_urp_isr_changes_offline_partitions_and_one_active_controller(cluster):
         print(f"\nfollower {follower} paused: leader {leader} reports URP {urp:.0f} after {took:.1f} s "
               f"(replica.lag.time.max.ms {LAG_MS}), isr shrinks {shrinks0:.0f} -> {shrinks:.0f}")
         assert took >= LAG_MS / 1000 * 0.9
-        assert shrinks == shrinks0 + 1
-        assert sorted(c.isr("urp", 0)) == sorted({leader, controller})
+        assert shrinks >= shrinks0 + 1
     finally:
         c.sigcont(follower)
     c.wait_until(lambda: value(c, leader, "kafka_server_replicamanager_underreplicatedpartitions") == 0,
                  timeout=20)
     expands = value(c, leader, "kafka_server_replicamanager_isrexpands")
     print(f"follower resumed: URP back to 0, isr expands {expands0:.0f} -> {expands:.0f}")
-    assert expands == expands0 + 1
+    assert expands >= expands0 + 1 and sorted(c.isr("urp", 0)) == [0, 1, 2]
     assert sum(value(c, i, "kafka_server_replicamanager_underreplicatedpartitions") for i in range(3)) == 0
 
     # ---- killing the controller: offline only where no replica lives; one controller -------
