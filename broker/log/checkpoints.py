@@ -11,9 +11,9 @@ the leader epoch checkpoint (`leader-epoch-checkpoint`, one per partition dir) h
 
 A write goes to `<file>.tmp`, is fsynced, renamed over the file and the directory is
 fsynced, so after a crash the file is either the old or the new version, never a mix.
-Blocking I/O: the log manager's offset checkpoints run on its checkpoint thread, the
-leader-epoch checkpoint and producer snapshots on the event-loop thread on rare events
-(epoch change, roll).
+Blocking I/O: the log manager's offset checkpoints run on its checkpoint thread; the
+leader-epoch checkpoint and producer snapshots are written on the event-loop thread on rare
+events (epoch change, roll) without fsync, and fsynced on the checkpoint thread.
 """
 from __future__ import annotations
 
@@ -67,10 +67,10 @@ def atomic_write(path: str, data: bytes, fsync: bool = True) -> None:
         fsync_dir(os.path.dirname(os.path.abspath(path)))
 
 
-def write_lines(path: str, lines: Iterable[str]) -> None:
+def write_lines(path: str, lines: Iterable[str], fsync: bool = True) -> None:
     entries = list(lines)
     text = f"{VERSION}\n{len(entries)}\n" + "".join(line + "\n" for line in entries)
-    atomic_write(path, text.encode("utf-8"))
+    atomic_write(path, text.encode("utf-8"), fsync)
 
 
 def read_lines(path: str, fields_per_line: int) -> list[list[str]] | None:
@@ -115,8 +115,8 @@ def read_offsets(path: str) -> dict[tuple[str, int], int]:
         raise CheckpointError(f"{path}: non-numeric partition or offset") from None
 
 
-def write_epochs(path: str, entries: Iterable[tuple[int, int]]) -> None:
-    write_lines(path, (f"{e} {o}" for e, o in entries))
+def write_epochs(path: str, entries: Iterable[tuple[int, int]], fsync: bool = True) -> None:
+    write_lines(path, (f"{e} {o}" for e, o in entries), fsync)
 
 
 def read_epochs(path: str) -> list[tuple[int, int]]:

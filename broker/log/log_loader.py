@@ -135,6 +135,13 @@ def rebuild_producer_state(producers: ProducerStateManager, segments: list[LogSe
     producers.map_end_offset = log_end_offset
 
 
+def batch_epochs(segments: list[LogSegment]) -> list[tuple[int, int]]:
+    """(partition leader epoch, base offset) of every batch, oldest first: the leader epoch
+    cache's source when its checkpoint was lost. Reads every batch header of the log."""
+    return [(h.partition_leader_epoch, h.base_offset)
+            for seg in segments for _, h in seg.batches_from(0)]
+
+
 def _unlink(path: str) -> None:
     try:
         if os.path.isfile(path):

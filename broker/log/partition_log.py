@@ -50,7 +50,7 @@ from .config import LogConfig
 from .errors import OffsetOutOfRangeError, RecordListTooLargeError
 from .leader_epoch import LeaderEpochCache
 from .local_log import FetchDataInfo, LocalLog, LogOffsetMetadata
-from .log_loader import rebuild_producer_state
+from .log_loader import batch_epochs, rebuild_producer_state
 from .producer_state import ORIGIN_CLIENT, ProducerStateManager
 from .recompress import recompress_batches, target_codec
 from .segment import BatchInfo, LogSegment, SegmentDeleter
@@ -113,7 +113,8 @@ class PartitionLog:
         # (truncation) so the owner can rewrite its checkpoints before more data lands.
         self.on_recovery_point_lowered: Callable[[PartitionLog], None] | None = None
         os.makedirs(dir, exist_ok=True)
-        self.leader_epochs = LeaderEpochCache(os.path.join(dir, checkpoints.LEADER_EPOCH_FILE))
+        self.leader_epochs = LeaderEpochCache(os.path.join(dir, checkpoints.LEADER_EPOCH_FILE),
+                                              fsync_later)
         self.producers = ProducerStateManager(dir, fsync_later)
         self.local_log = LocalLog.open(dir, f"{topic}-{partition}", config, self.deleter,
                                        recovery_point=recovery_point, start_offset=log_start_offset,
@@ -131,6 +132,8 @@ class PartitionLog:
             # there rather than hand out offsets consumers have seen.
             self.truncate_fully_and_start_at(self.log_start_offset)
             return
+        if self.leader_epochs.lost:
+            self.leader_epochs.rebuild(batch_epochs(local.segments))
         self.leader_epochs.truncate_from_end(leo)
         self.leader_epochs.truncate_from_start(self.log_start_offset)
         self._rebuild_producer_state()
