@@ -148,14 +148,15 @@ class Partition:
             return True
         return False
 
-    def isr_to_expand(self) -> int | None:
-        """A follower outside the ISR that has caught up to the high watermark and to the
-        start of this leader's epoch (Kafka's isFollowerInSync)."""
-        for r, st in self.followers.items():
-            if r not in self.isr and r in self.replicas and st.log_end_offset >= self.log.high_watermark \
-                    and st.log_end_offset >= self.epoch_start_offset:
-                return r
-        return None
+    def should_join_isr(self, replica_id: int) -> bool:
+        """The follower whose fetch was just recorded is outside the ISR and has caught up to
+        the high watermark and to the start of this leader's epoch (Kafka's
+        isFollowerInSync). Only that follower: another's log end offset may be stale (it
+        stopped fetching, which is why it left the ISR)."""
+        st = self.followers.get(replica_id)
+        return st is not None and replica_id not in self.isr and replica_id in self.replicas \
+            and st.log_end_offset >= self.log.high_watermark \
+            and st.log_end_offset >= self.epoch_start_offset
 
     def isr_to_shrink(self, now: float, lag_max_s: float) -> list[int]:
         """Followers in the ISR that have not caught up within replica.lag.time.max.ms."""

@@ -164,10 +164,8 @@ class ReplicaManager:
     def record_follower_fetch(self, p: Partition, replica_id: int, fetch_offset: int) -> None:
         if p.update_follower(replica_id, fetch_offset, self.clock()):
             self._wake(p)
-        if not p.isr_change_in_flight and self.isr_writer:
-            r = p.isr_to_expand()
-            if r is not None:
-                self._start_isr_change(p, sorted(set(p.isr) | {r}))
+        if not p.isr_change_in_flight and self.isr_writer and p.should_join_isr(replica_id):
+            self._start_isr_change(p, sorted(set(p.isr) | {replica_id}))
 
     async def shrink_isrs(self, lag_max_ms: int) -> None:
         """Drop followers that have not caught up within replica.lag.time.max.ms."""

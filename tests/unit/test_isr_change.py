@@ -251,3 +251,35 @@ def test_a_stopping_broker_ends_its_retries_and_starts_no_write(tmp_path) -> Non
         assert len(writer.writes) == n and not rm._isr_tasks
 
     asyncio.run(main())
+
+
+def test_only_the_fetching_follower_can_join_the_isr(tmp_path) -> None:
+    """A follower that stopped fetching is shrunk out; the next fetch of *another* follower
+    must not add it back on its stale log end offset (Kafka expands the ISR only for the
+    replica whose fetch it is handling). Seen in a 3-broker cluster: follower 2 paused,
+    shrunk out at 2.5 s, re-added 57 ms later on follower 0's fetch, shrunk again."""
+    async def main() -> None:
+        writer = Writer()
+        writer.release.set()
+        rm, p = _leader(tmp_path, writer)
+        now = [0.0]
+        rm.clock = lambda: now[0]
+        rm.apply_partition_state("t", p.topic_id, 0, leader=0, leader_epoch=2, isr=[0, 1, 2],
+                                 replicas=[0, 1, 2], partition_epoch=4, log_config=None)
+        rm.record_follower_fetch(p, 1, 5)
+        rm.record_follower_fetch(p, 2, 5)            # both caught up; then 2 goes silent
+        now[0] = 3.0
+        rm.record_follower_fetch(p, 1, 5)
+        await rm.shrink_isrs(2000)
+        await asyncio.sleep(0.01)
+        assert writer.writes == [[0, 1]] and p.isr == [0, 1]
+
+        rm.record_follower_fetch(p, 1, 5)            # the healthy follower fetches again
+        await asyncio.sleep(0.01)
+        assert writer.writes == [[0, 1]] and p.isr == [0, 1]
+
+        rm.record_follower_fetch(p, 2, 5)            # 2 is back and caught up: it joins
+        await asyncio.sleep(0.01)
+        assert writer.writes == [[0, 1], [0, 1, 2]] and p.isr == [0, 1, 2]
+
+    asyncio.run(main())
