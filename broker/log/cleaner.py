@@ -47,7 +47,8 @@ the tombstone. As in Kafka, such a later cleaning happens when the log is chosen
 (new dirty data above the ratio, or the max lag); a quiet log keeps its tombstones.
 
 Transactions (simplified, documented): control batches (commit/abort markers) and
-transactional batches are copied untouched and their keys do not enter the offset map, so
+transactional batches are copied untouched, with the aborted-transaction index entries of
+the segments they come from, and their keys do not enter the offset map, so
 an aborted transactional record can never hide a committed value. A tombstone whose key
 appeared in a transactional batch earlier in the log is kept for good, so that removing it
 cannot bring back that transactional value. Kafka removes aborted transactional records and
@@ -343,6 +344,10 @@ def _clean_group(plog: PartitionLog, group: list[LogSegment], ctx: _CleanContext
             return
         if buf:
             dest.append(buf, infos)
+        # Markers and aborted data are kept, so are their index entries (flushed with it).
+        for seg in group:
+            for txn in seg.txn_index.entries:
+                dest.txn_index.append(txn)
         dest.flush()
         # As Kafka: the cleaned segment keeps the replaced segments' last modification
         # time (retention falls back to it when batches carry no timestamps).

@@ -6,7 +6,7 @@ from clients.protocol.errors import (  # noqa: F401  (re-exported)
     CorruptMessageError, DuplicateSequenceNumberError, InvalidProducerEpochError, InvalidRecordError,
     InvalidTimestampError, InvalidTxnStateError, KafkaError, KafkaStorageErrorError, MessageTooLargeError,
     OffsetOutOfRangeError, OutOfOrderSequenceNumberError, RecordListTooLargeError,
-    UnsupportedForMessageFormatError)
+    TransactionCoordinatorFencedError, UnsupportedForMessageFormatError)
 
 # Kafka's KafkaStorageException (the table's name of code 56 already ends in ERROR).
 KafkaStorageError = KafkaStorageErrorError

@@ -32,11 +32,12 @@ from clients.protocol.batch_header import BatchHeader
 from . import checkpoints
 from .config import LogConfig
 from .leader_epoch import LeaderEpochCache
-from .producer_state import ProducerStateManager
+from .producer_state import CompletedTxn, ProducerStateManager
 from .segment import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
                       TIME_INDEX_SUFFIX, LogSegment)
+from .txn_index import TXN_INDEX_SUFFIX, AbortedTxn
 
-_SEGMENT_FILE_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+_SEGMENT_FILE_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +67,7 @@ def clean_dir(dir: str, config: LogConfig | None = None) -> list[int]:
     present = set(bases)
     for name in names:
         stem, _, suffix = name.partition(".")
-        if ("." + suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX) and stem.isdigit()
+        if ("." + suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX) and stem.isdigit()
                 and int(stem) not in present):
             _unlink(os.path.join(dir, name))
     return sorted(bases)
@@ -119,20 +120,43 @@ def load_segments(dir: str, config: LogConfig, recovery_point: int, clean: bool,
 
 
 def rebuild_producer_state(producers: ProducerStateManager, segments: list[LogSegment],
-                           log_end_offset: int) -> None:
+                           log_end_offset: int, reindex_from: int | None = None) -> None:
     """Newest snapshot at or below the log end, then replay the batch headers after it.
-    Producers whose batches are all below the log start stay known (KIP-360)."""
+    Producers whose batches are all below the log start stay known (KIP-360).
+
+    With `reindex_from` (after a crash: the base offset of the first segment recovered),
+    the aborted-transaction index of every segment from there on is rebuilt by the same
+    replay, which then starts at a snapshot at or below `reindex_from`."""
     snap = producers.load_latest_snapshot(log_end_offset)
+    if reindex_from is not None and snap is not None and snap > reindex_from:
+        # The replay must cover the segments to reindex: an older snapshot (newer ones stay).
+        snap = producers.load_latest_snapshot(reindex_from, keep_above=log_end_offset)
     start = max(snap if snap is not None else 0, segments[0].base_offset)
+    if reindex_from is not None:
+        for seg in segments:
+            if seg.base_offset >= reindex_from:
+                seg.txn_index.reset()
     if start < log_end_offset:
         first = max(bisect_right([s.base_offset for s in segments], start) - 1, 0)
         for seg in segments[first:]:
             found = seg.translate_offset(start)
             if found is None:
                 continue
-            for _, h in seg.batches_from(found[0]):
-                producers.apply_batch(h)
+            reindex = reindex_from is not None and seg.base_offset >= reindex_from
+            for pos, h in seg.batches_from(found[0]):
+                if not h.is_control:
+                    producers.apply_batch(h)
+                    continue
+                done = producers.apply_batch(h, seg.control_marker(pos, h))
+                if reindex and done is not None and done.aborted:
+                    seg.txn_index.append(aborted_entry(producers, done))
     producers.map_end_offset = log_end_offset
+
+
+def aborted_entry(producers: ProducerStateManager, done: CompletedTxn) -> AbortedTxn:
+    """The aborted-transaction index entry of `done`, just applied to `producers`."""
+    return AbortedTxn(done.producer_id, done.first_offset, done.last_offset,
+                      producers.last_stable_offset_after(done))
 
 
 def batch_epochs(segments: list[LogSegment]) -> list[tuple[int, int]]:

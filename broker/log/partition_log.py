@@ -41,6 +41,7 @@ import struct
 from dataclasses import dataclass
 from typing import Callable
 
+from clients.protocol.records import read_control_marker
 from clients.protocol.batch_header import (ATTRIBUTES_OFFSET, TIMESTAMP_TYPE_LOG_APPEND,
                                            BatchHeader, patch_base_offset,
                                            patch_partition_leader_epoch, write_crc)
@@ -50,8 +51,9 @@ from .config import LogConfig
 from .errors import OffsetOutOfRangeError, RecordListTooLargeError
 from .leader_epoch import LeaderEpochCache
 from .local_log import FetchDataInfo, LocalLog, LogOffsetMetadata
-from .log_loader import batch_epochs, rebuild_producer_state
-from .producer_state import ORIGIN_CLIENT, ProducerStateManager
+from .log_loader import aborted_entry, batch_epochs, rebuild_producer_state
+from .producer_state import ORIGIN_CLIENT, CompletedTxn, Markers, ProducerStateManager
+from .txn_index import AbortedTxn
 from .recompress import recompress_batches, target_codec
 from .segment import BatchInfo, LogSegment, SegmentDeleter
 from .segment import now_ms as _clock
@@ -119,10 +121,10 @@ class PartitionLog:
         self.local_log = LocalLog.open(dir, f"{topic}-{partition}", config, self.deleter,
                                        recovery_point=recovery_point, start_offset=log_start_offset,
                                        clean=clean_shutdown, leader_epochs=self.leader_epochs)
-        self._load(log_start_offset)
+        self._load(log_start_offset, None if clean_shutdown else recovery_point)
 
     # =================================================================== loading
-    def _load(self, log_start_offset: int) -> None:
+    def _load(self, log_start_offset: int, recovered_from: int | None) -> None:
         """The partition's own state over the segments just opened (LocalLog.open)."""
         local = self.local_log
         leo = local.log_end_offset
@@ -136,12 +138,19 @@ class PartitionLog:
             self.leader_epochs.rebuild(batch_epochs(local.segments))
         self.leader_epochs.truncate_from_end(leo)
         self.leader_epochs.truncate_from_start(self.log_start_offset)
-        self._rebuild_producer_state()
+        reindex_from = None
+        if recovered_from is not None:
+            # The segments load_segments recovered (the one holding the recovery point on):
+            # their aborted-transaction indexes may lag their data, so they are rebuilt.
+            segs = local.segments
+            reindex_from = segs[local.floor_index(recovered_from)].base_offset
+        self._rebuild_producer_state(reindex_from)
         self._hw = self.log_start_offset
+        self.producers.on_high_watermark(self._hw)
 
-    def _rebuild_producer_state(self) -> None:
+    def _rebuild_producer_state(self, reindex_from: int | None = None) -> None:
         rebuild_producer_state(self.producers, self.local_log.segments,
-                               self.local_log.log_end_offset)
+                               self.local_log.log_end_offset, reindex_from)
 
     # =================================================================== properties
     @property
@@ -191,6 +200,7 @@ class PartitionLog:
     def high_watermark(self, offset: int) -> None:
         """Clamped to [log start, log end] as Kafka's updateHighWatermark."""
         self._hw = min(max(offset, self.log_start_offset), self.local_log.log_end_offset)
+        self.producers.on_high_watermark(self._hw)
 
     @property
     def last_stable_offset(self) -> int:
@@ -245,16 +255,20 @@ class PartitionLog:
         log_append = cfg.log_append_time
         first_offset = offset = self.local_log.log_end_offset
         planned: list[tuple[BatchHeader, int, int]] = []
+        markers: Markers | None = None
         max_ts = -1
         count = 0
-        for _, h in batches:
+        for pos, h in batches:
             ts = now if log_append else h.max_timestamp
             planned.append((h, offset, ts))
+            if h.is_control:              # only the coordinator's markers get here
+                markers = markers or {}
+                markers[offset] = read_control_marker(view, pos, h)
             offset += h.last_offset_delta + 1
             count += h.records_count
             max_ts = max(max_ts, ts)
         last_offset = offset - 1
-        pending = self.producers.prepare(planned, origin)
+        pending = self.producers.prepare(planned, origin, markers)
         if pending.duplicate is not None:
             d = pending.duplicate
             return AppendInfo(d.first_offset, d.last_offset, d.timestamp if log_append else -1,
@@ -276,6 +290,8 @@ class PartitionLog:
         self._write(buf, infos, first_offset, last_offset, max_ts, now)
         self.leader_epochs.assign(leader_epoch, first_offset)
         self.producers.commit(pending, self.local_log.log_end_offset)
+        if pending.completed:
+            self._index_aborted(pending.completed)
         self._maybe_flush()
         return AppendInfo(first_offset, last_offset, now if log_append else -1,
                           self.log_start_offset, count, max_ts, len(buf))
@@ -299,13 +315,41 @@ class PartitionLog:
         infos = [(pos, h.last_offset, h.max_timestamp, h.total_size) for pos, h in batches]
         max_ts = max(h.max_timestamp for _, h in batches)
         self._write(view[:end], infos, first, last, max_ts, _clock() if now_ms is None else now_ms)
-        for _, h in batches:
+        for pos, h in batches:
             if h.partition_leader_epoch >= 0:
                 self.leader_epochs.assign(h.partition_leader_epoch, h.base_offset)
-            self.producers.apply_batch(h)
+            if not h.is_control:
+                self.producers.apply_batch(h)
+                continue
+            done = self.producers.apply_batch(h, read_control_marker(view, pos, h))
+            if done is not None:
+                # Now, before a later marker of this append ends another transaction.
+                self._index_aborted([done])
         self._maybe_flush()
         return AppendInfo(first, last, -1, self.log_start_offset,
                           sum(h.records_count for _, h in batches), max_ts, end)
+
+    def _index_aborted(self, completed: list[CompletedTxn]) -> None:
+        """Index the aborted ones in the active segment, which holds their markers now."""
+        seg = self.local_log.segments[-1]
+        for done in completed:
+            if done.aborted:
+                seg.txn_index.append(aborted_entry(self.producers, done))
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [fetch_offset, upper_bound_offset), for a
+        read_committed fetch (Kafka's collectAbortedTransactions): the segments' indexes
+        from the one holding `fetch_offset` on, until one says no later one matters."""
+        local = self.local_log
+        out: list[AbortedTxn] = []
+        for seg in local.segments[max(local.floor_index(fetch_offset), 0):]:
+            if seg.base_offset >= upper_bound_offset:
+                break
+            found, complete = seg.txn_index.collect(fetch_offset, upper_bound_offset)
+            out.extend(found)
+            if complete:
+                break
+        return out
 
     def _write(self, data: bytes | bytearray | memoryview, infos: list[BatchInfo],
                first_offset: int, last_offset: int, max_ts: int, now: int) -> None:

@@ -20,8 +20,14 @@ Rules (Kafka 3.x ProducerAppendInfo / ProducerStateEntry, origin = client):
   KIP-360 (2.5): it no longer answers UNKNOWN_PRODUCER_ID, the state is created; nor does
   it forget a producer when the log start moves past all of its batches.
 Replicated batches (and batches replayed while rebuilding) are applied without checks.
-Control batches (transaction markers) end the producer's open transaction; which kind of
-marker it was (commit/abort) is in the record and is not read here.
+Control batches (transaction markers) end the producer's open transaction; the caller reads
+the marker (commit or abort, coordinator epoch) from its record and passes it in. A marker
+from an older coordinator epoch than the producer's last is refused
+(TRANSACTION_COORDINATOR_FENCED). Each ended transaction comes back as a CompletedTxn (the
+log indexes the aborted ones) and stays "unreplicated" until the high watermark passes its
+marker: until then it holds the last stable offset back, as an open one does (Kafka's
+unreplicatedTxns), so read_committed consumers never read data whose marker could still be
+lost with a leader.
 
 Survives restarts through `<offset>.snapshot` files in the partition dir (this project's
 JSON format, Kafka's file names): one is taken at every segment roll and on close; on
@@ -44,11 +50,13 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
 from clients.protocol.batch_header import BatchHeader
+from clients.protocol.records import ABORT, COMMIT
 
 from .checkpoints import atomic_write
 from .checkpoints import fsync_file as _fsync
-from .errors import (DuplicateSequenceNumberError, InvalidProducerEpochError, InvalidTxnStateError,
-                     OutOfOrderSequenceNumberError)
+from .errors import (CorruptMessageError, DuplicateSequenceNumberError, InvalidProducerEpochError,
+                     InvalidTxnStateError, OutOfOrderSequenceNumberError,
+                     TransactionCoordinatorFencedError)
 
 NUM_BATCHES_TO_RETAIN = 5
 NO_PRODUCER_EPOCH = -1
@@ -120,12 +128,47 @@ class ProducerStateEntry:
         return None
 
 
+@dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    """A transaction a marker ended: from its first data offset to the marker's offset."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    aborted: bool
+
+
+# (control type, coordinator epoch) of each control batch of an append, by its first offset.
+Markers = dict[int, tuple[int, int]]
+
+
 @dataclass(slots=True)
 class ProducerAppend:
     """The checked, not yet applied effect of one append on the producer state."""
 
     updates: dict[int, ProducerStateEntry] = field(default_factory=dict)
     duplicate: BatchMetadata | None = None
+    completed: list[CompletedTxn] = field(default_factory=list)
+
+
+def _end_txn(entry: ProducerStateEntry, h: BatchHeader, offset: int, timestamp: int,
+             marker: tuple[int, int], check: bool) -> CompletedTxn | None:
+    """Apply the marker batch `h` at `offset` to `entry`; the transaction it ended (None
+    for control records that are not COMMIT/ABORT)."""
+    control_type, coordinator_epoch = marker
+    entry.maybe_update_epoch(h.producer_epoch)
+    entry.last_timestamp = timestamp
+    if control_type not in (ABORT, COMMIT):
+        return None
+    if check and coordinator_epoch < entry.coordinator_epoch:
+        raise TransactionCoordinatorFencedError(
+            f"producer {entry.producer_id}: marker from coordinator epoch {coordinator_epoch}, "
+            f"older than {entry.coordinator_epoch}")
+    first = entry.current_txn_first_offset
+    entry.current_txn_first_offset = None
+    entry.coordinator_epoch = coordinator_epoch
+    return CompletedTxn(entry.producer_id, offset if first is None else first, offset,
+                        control_type == ABORT)
 
 
 def _in_sequence(last_seq: int, next_seq: int) -> bool:
@@ -139,13 +182,17 @@ class ProducerStateManager:
         self.producers: dict[int, ProducerStateEntry] = {}
         self.map_end_offset = 0          # the log offset the state is up to date with
         self._ongoing: dict[int, int] = {}   # producer id -> first offset of its open txn
+        # Ended transactions whose marker is not below the high watermark yet:
+        # first offset -> marker offset.
+        self._unreplicated: dict[int, int] = {}
 
     # ----------------------------------------------------------------- leader appends
     def prepare(self, batches: Sequence[tuple[BatchHeader, int, int]],
-                origin: str = ORIGIN_CLIENT) -> ProducerAppend:
+                origin: str = ORIGIN_CLIENT, markers: Markers | None = None) -> ProducerAppend:
         """Check `batches` ((header, first offset it will get, max timestamp it will have))
         against the state. Raises on a violation; returns the updates, or the original
-        batch if the (single) batch is a duplicate."""
+        batch if the (single) batch is a duplicate. `markers`: what each control batch
+        says, by the first offset it will get."""
         result = ProducerAppend()
         updates = result.updates
         for h, first_offset, timestamp in batches:
@@ -172,9 +219,13 @@ class ProducerStateManager:
                     f"producer {pid} at offset {first_offset}: epoch {h.producer_epoch} is "
                     f"older than the last seen epoch {entry.producer_epoch}")
             if h.is_control:
-                entry.maybe_update_epoch(h.producer_epoch)
-                entry.current_txn_first_offset = None
-                entry.last_timestamp = timestamp
+                marker = (markers or {}).get(first_offset)
+                if marker is None:
+                    raise CorruptMessageError(f"producer {pid}: control batch at offset "
+                                              f"{first_offset} without its marker")
+                done = _end_txn(entry, h, first_offset, timestamp, marker, check=True)
+                if done is not None:
+                    result.completed.append(done)
                 continue
             if origin == ORIGIN_CLIENT:
                 self._check_sequence(current, entry, h, first_offset)
@@ -218,28 +269,37 @@ class ProducerStateManager:
         for pid, entry in append.updates.items():
             self.producers[pid] = entry
             self._track_txn(entry)
+        for done in append.completed:
+            self._unreplicated[done.first_offset] = done.last_offset
         self.map_end_offset = end_offset
 
     # ----------------------------------------------------------------- replay / replication
-    def apply_batch(self, h: BatchHeader) -> None:
-        """Apply a batch already in the log (replicated, recovered or replayed): no checks."""
+    def apply_batch(self, h: BatchHeader,
+                    marker: tuple[int, int] | None = None) -> CompletedTxn | None:
+        """Apply a batch already in the log (replicated, recovered or replayed): no checks.
+        A control batch needs its `marker`; the transaction it ended is returned."""
         self.map_end_offset = h.last_offset + 1
         pid = h.producer_id
         if pid < 0:
-            return
+            return None
         entry = self.producers.get(pid)
         if entry is None:
             entry = self.producers[pid] = ProducerStateEntry(pid)
+        done = None
         if h.is_control:
-            entry.maybe_update_epoch(h.producer_epoch)
-            entry.current_txn_first_offset = None
-            entry.last_timestamp = h.max_timestamp
+            if marker is None:
+                raise CorruptMessageError(f"producer {pid}: control batch at offset "
+                                          f"{h.base_offset} without its marker")
+            done = _end_txn(entry, h, h.base_offset, h.max_timestamp, marker, check=False)
+            if done is not None:
+                self._unreplicated[done.first_offset] = done.last_offset
         else:
             entry.add_batch(h.producer_epoch, BatchMetadata(
                 h.base_sequence, h.last_sequence, h.base_offset, h.last_offset, h.max_timestamp))
             if h.is_transactional and entry.current_txn_first_offset is None:
                 entry.current_txn_first_offset = h.base_offset
         self._track_txn(entry)
+        return done
 
     def _track_txn(self, entry: ProducerStateEntry) -> None:
         if entry.current_txn_first_offset is None:
@@ -252,8 +312,24 @@ class ProducerStateManager:
         return self.producers.get(producer_id)
 
     def first_unstable_offset(self) -> int | None:
-        """The first offset of the oldest open transaction (what bounds the LSO)."""
-        return min(self._ongoing.values()) if self._ongoing else None
+        """The first offset of the oldest transaction that is open or whose marker is not
+        replicated yet (what bounds the LSO)."""
+        if not self._ongoing and not self._unreplicated:
+            return None
+        return min(min(self._ongoing.values(), default=2**63), min(self._unreplicated, default=2**63))
+
+    def last_stable_offset_after(self, done: CompletedTxn) -> int:
+        """Kafka's lastStableOffset(completedTxn), kept in the aborted-transaction index: the
+        first offset of the oldest other open transaction, else just after the marker."""
+        others = [first for pid, first in self._ongoing.items() if pid != done.producer_id]
+        return min(others) if others else done.last_offset + 1
+
+    def on_high_watermark(self, high_watermark: int) -> None:
+        """Ended transactions whose marker is now below the high watermark are stable."""
+        if self._unreplicated:
+            for first, last in list(self._unreplicated.items()):
+                if last < high_watermark:
+                    del self._unreplicated[first]
 
     def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
         """Drop producers idle for `producer.id.expiration.ms` without an open transaction."""
@@ -266,6 +342,7 @@ class ProducerStateManager:
     def clear(self) -> None:
         self.producers.clear()
         self._ongoing.clear()
+        self._unreplicated.clear()
         self.map_end_offset = 0
 
     # ----------------------------------------------------------------- snapshots
@@ -303,14 +380,16 @@ class ProducerStateManager:
         if self.fsync_later is not None:
             self.fsync_later(path)
 
-    def load_latest_snapshot(self, max_offset: int) -> int | None:
+    def load_latest_snapshot(self, max_offset: int, keep_above: int | None = None) -> int | None:
         """Load the newest readable snapshot at or below `max_offset` (deleting any above
-        it and any unreadable one); its offset, or None (state left empty)."""
+        it, but those up to `keep_above`, and any unreadable one); its offset, or None
+        (state left empty)."""
         self.clear()
         for offset in reversed(self.snapshot_offsets()):
             path = self._snapshot_path(offset)
             if offset > max_offset:
-                _unlink(path)
+                if keep_above is None or offset > keep_above:
+                    _unlink(path)
                 continue
             try:
                 with open(path, "rb") as f:

@@ -1,4 +1,5 @@
-"""One log segment: `<20-digit base offset>.log` plus its `.index` and `.timeindex`.
+"""One log segment: `<20-digit base offset>.log` plus its `.index` and `.timeindex` (and a
+`.txnindex` once an aborted transaction ends in it, see txn_index.py).
 
 The `.log` file is a plain concatenation of v2 record batches exactly as they go on the
 wire. The segment never looks inside a batch: it reads 61-byte batch headers with
@@ -32,11 +33,13 @@ from typing import Callable, Iterator, Sequence
 
 from clients.protocol.batch_header import (ATTRIBUTES_OFFSET, HEADER_SIZE, LOG_OVERHEAD,
                                            BatchHeader, read_header)
+from clients.protocol.records import read_control_marker
 from clients.protocol.types import DeferredBytes
 import crc32c
 
 from .errors import CorruptMessageError
 from .index import OffsetIndex, TimeIndex
+from .txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -84,7 +87,7 @@ class LogSegment:
 
     def __init__(self, dir: str, base_offset: int, file: io.FileIO, index: OffsetIndex,
                  time_index: TimeIndex, index_interval_bytes: int, created_ms: int,
-                 suffix: str = ""):
+                 suffix: str = "", txn_index: TransactionIndex | None = None):
         self.dir = dir
         self.suffix = suffix            # "", CLEANED_SUFFIX or SWAP_SUFFIX
         self.base_offset = base_offset
@@ -92,6 +95,9 @@ class LogSegment:
         self.fd = file.fileno()
         self.index = index
         self.time_index = time_index
+        # Aborted transactions whose marker is in this segment (a file only once there is one).
+        self.txn_index = txn_index if txn_index is not None else TransactionIndex(
+            os.path.join(dir, segment_name(base_offset) + TXN_INDEX_SUFFIX + suffix), base_offset)
         self.index_interval_bytes = index_interval_bytes
         self.created_ms = created_ms
         self.size = os.fstat(self.fd).st_size
@@ -126,6 +132,7 @@ class LogSegment:
         if create:
             seg.index.write()
             seg.time_index.write()
+            seg.txn_index.reset()
         return seg
 
     def load_indexes(self) -> bool:
@@ -168,6 +175,10 @@ class LogSegment:
                 return
             yield position, h
             position += h.total_size
+
+    def control_marker(self, position: int, h: BatchHeader) -> tuple[int, int]:
+        """(control type, coordinator epoch) of the control batch `h` at `position`."""
+        return read_control_marker(os.pread(self.fd, h.total_size, position), 0, h)
 
     def translate_offset(self, offset: int) -> tuple[int, BatchHeader] | None:
         """Position and header of the first batch whose last offset is >= `offset`."""
@@ -364,6 +375,7 @@ class LogSegment:
         position = found[0]
         self.index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         removed = self.size - position
         os.ftruncate(self.fd, position)
         self.size = position
@@ -394,11 +406,12 @@ class LogSegment:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
 
     def flush(self) -> None:
-        """fsync the data and write + fsync both indexes (blocking)."""
+        """fsync the data and write + fsync the indexes (blocking)."""
         os.fsync(self.fd)
         self._final_time_entry()
         self.index.write(fsync=True)
         self.time_index.write(fsync=True)
+        self.txn_index.flush()
 
     def on_become_inactive(self) -> None:
         """Called when a newer segment becomes active: bring the index files up to date."""
@@ -411,9 +424,11 @@ class LogSegment:
             if not self.deleted:
                 self.on_become_inactive()
             self.file.close()
+        self.txn_index.close()
 
     def close_handlers(self) -> None:
         self.file.close()
+        self.txn_index.close()
 
     def change_suffix(self, suffix: str) -> None:
         """Rename the three files from the current suffix to `suffix` (Kafka's
@@ -425,6 +440,8 @@ class LogSegment:
         log_path, index_path, time_path = self._paths(self.dir, self.base_offset, suffix)
         self.index.rename(index_path)
         self.time_index.rename(time_path)
+        self.txn_index.rename(os.path.join(self.dir, segment_name(self.base_offset)
+                                           + TXN_INDEX_SUFFIX + suffix))
         os.replace(self.log_path, log_path)
         self.suffix = suffix
 
@@ -436,13 +453,15 @@ class LogSegment:
         os.replace(log_path, log_path + DELETED_SUFFIX)
         self.index.rename(self.index.path + DELETED_SUFFIX)
         self.time_index.rename(self.time_index.path + DELETED_SUFFIX)
+        self.txn_index.rename(self.txn_index.path + DELETED_SUFFIX)
         self.deleted = True
 
     def delete_files(self) -> None:
         """Close the descriptor and unlink the files (under whatever name they have now)."""
         path = self.log_path
         self.file.close()
-        for p in (path, self.index.path, self.time_index.path):
+        self.txn_index.close()
+        for p in (path, self.index.path, self.time_index.path, self.txn_index.path):
             try:
                 os.unlink(p)
             except FileNotFoundError:

@@ -18,6 +18,8 @@ from typing import Any
 
 from clients.protocol.errors import Code, NotEnoughReplicasError, NotLeaderOrFollowerError
 
+from ..log import ORIGIN_CLIENT
+
 READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
 
@@ -106,7 +108,7 @@ class Partition:
         self.followers = {}
 
     # ------------------------------------------------------------------ leader side
-    def append_as_leader(self, records: Any, required_acks: int) -> Any:
+    def append_as_leader(self, records: Any, required_acks: int, origin: str = ORIGIN_CLIENT) -> Any:
         if not self.is_leader:
             raise NotLeaderOrFollowerError(
                 f"broker {self.broker_id} is not the leader of {self.topic}-{self.index}")
@@ -114,7 +116,7 @@ class Partition:
             raise NotEnoughReplicasError(
                 f"The size of the current ISR {self.isr} is insufficient to satisfy the min.isr "
                 f"requirement of {self.min_isr} for partition {self.topic}-{self.index}")
-        info = self.log.append_as_leader(records, self.leader_epoch)
+        info = self.log.append_as_leader(records, self.leader_epoch, origin=origin)
         self.maybe_advance_high_watermark()
         return info
 

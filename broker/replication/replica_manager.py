@@ -21,7 +21,7 @@ from typing import Any, Awaitable, Callable
 
 from clients.protocol.errors import Code, UnknownTopicOrPartitionError
 
-from ..log import LogConfig, LogManager
+from ..log import ORIGIN_CLIENT, LogConfig, LogManager
 
 from .purgatory import FetchPurgatory, wait_or_resolve
 from .partition import READ_COMMITTED, READ_UNCOMMITTED, Partition  # noqa: F401  (re-exported)
@@ -115,9 +115,12 @@ class ReplicaManager:
         return 0
 
     # ------------------------------------------------------------------ produce
-    def append(self, topic: str, partition: int, records: Any, required_acks: int = 1) -> Any:
+    def append(self, topic: str, partition: int, records: Any, required_acks: int = 1,
+               origin: str = ORIGIN_CLIENT) -> Any:
+        """`origin`: ORIGIN_CLIENT (a producer's batches, fully checked) or
+        ORIGIN_COORDINATOR (the broker's own: transaction markers)."""
         p = self.get(topic, partition)
-        info = p.append_as_leader(records, required_acks)
+        info = p.append_as_leader(records, required_acks, origin)
         self._wake(p)
         return info
 

@@ -417,6 +417,15 @@ def parse_control_record(rec: ConsumedRecord) -> tuple[int, int]:
     return ctype, coordinator_epoch
 
 
+def read_control_marker(buf: bytes | bytearray | memoryview, pos: int,
+                        header: BatchHeader) -> tuple[int, int]:
+    """(control type, coordinator epoch) of the control batch at `pos` (its one record)."""
+    records = _decode(memoryview(buf), pos, header, False, _compression.DEFAULT_MAX_DECOMPRESSED)
+    if not records:
+        raise CorruptMessageError(f"control batch at offset {header.base_offset} has no record")
+    return parse_control_record(records[0])
+
+
 def decode_batch_columns(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader,
                          columns: RecordColumns, *, verify_crc: bool = True,
                          max_decompressed: int = _compression.DEFAULT_MAX_DECOMPRESSED) -> None:

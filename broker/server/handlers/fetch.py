@@ -155,6 +155,12 @@ class _FetchPlan:
                     entry["records"] = info.regions
                     total += size
                     remaining = max(0, remaining - size)
+                    if aborted is not None:
+                        # Bounded by the LSO rather than the end of what was read: an entry
+                        # beyond the records is ignored by every client, and rare.
+                        entry["aborted_transactions"] = [
+                            {"producer_id": t.producer_id, "first_offset": t.first_offset}
+                            for t in log.collect_aborted_txns(offset, bound)]
             responses.append({**key, "partitions": out})
         return responses, total, any_error
 

@@ -88,14 +88,15 @@ def produce(services: ProduceServices, request, ctx: RequestContext
         return None
     response = {"responses": results, "throttle_time_ms": 0}
     if waits:
-        return _after_replication(services.replicas, response, waits, max(request.timeout_ms, 0) / 1000.0)
+        return after_replication(services.replicas, response, waits, max(request.timeout_ms, 0) / 1000.0)
     return response
 
 
-async def _after_replication(replicas: ReplicaManager, response: dict, waits: list,
+async def after_replication(replicas: ReplicaManager, response: dict, waits: list,
                              timeout_s: float) -> dict:
-    """acks=all: the answer once the high watermark covers every appended batch (or the
-    time is up: each partition then carries REQUEST_TIMED_OUT or NOT_ENOUGH_REPLICAS)."""
+    """acks=all: `response` once the high watermark covers every appended batch of `waits`
+    ((partition entry, topic, partition, end offset)), each entry's error_code set (time up:
+    REQUEST_TIMED_OUT; too few replicas: NOT_ENOUGH_REPLICAS_AFTER_APPEND)."""
     codes = await asyncio.gather(*(replicas.wait_replicated(t, p, off, timeout_s) for _, t, p, off in waits))
     for (entry, _, _, _), code in zip(waits, codes):
         entry["error_code"] = code
