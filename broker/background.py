@@ -1,6 +1,6 @@
 """The broker's periodic maintenance, as tasks on its event loop: log retention, flushes
-and producer-state expiry, the group coordinator's tick, compaction, the ISR shrink check,
-and recovery-point checkpoints. A failed round is logged and the next one runs as usual.
+and producer-state expiry, the group coordinator's tick, the abort of timed-out transactions,
+compaction, the ISR shrink check, and recovery-point checkpoints. A failed round is logged and the next one runs as usual.
 """
 from __future__ import annotations
 
@@ -21,12 +21,14 @@ log = logging.getLogger("strom.broker")
 
 class BackgroundTasks:
     def __init__(self, config: BrokerConfig, log_manager: LogManager, replicas: ReplicaManager,
-                 isr_announcer: IsrChangeAnnouncer | None, group_tick: Callable[[], Any]) -> None:
+                 isr_announcer: IsrChangeAnnouncer | None, group_tick: Callable[[], Any],
+                 abort_timed_out_txns: Callable[[], Any]) -> None:
         self.config = config
         self.log_manager = log_manager
         self.replicas = replicas
         self.isr_announcer = isr_announcer
         self.group_tick = group_tick
+        self.abort_timed_out_txns = abort_timed_out_txns
         self._tasks: list[asyncio.Task] = []
 
     def start(self) -> None:
@@ -35,6 +37,9 @@ class BackgroundTasks:
             asyncio.create_task(self._every(cfg.get("log.retention.check.interval.ms"), self._retention)),
             asyncio.create_task(self._every(1000, self._flush_and_tick)),
             asyncio.create_task(self._every(200, self.group_tick)),
+            asyncio.create_task(self._every(
+                cfg.get("transaction.abort.timed.out.transaction.cleanup.interval.ms"),
+                self.abort_timed_out_txns)),
             asyncio.create_task(self._clean_logs()),
             asyncio.create_task(self._shrink_isrs()),
             asyncio.create_task(self._every(cfg.get("log.flush.offset.checkpoint.interval.ms"),

@@ -45,7 +45,11 @@ from .stats import BrokerTopicStats, ControllerStats, RequestStats
 from .topic_admin import TopicAdmin
 from .topic_configs import TopicConfigResolver
 from .topic_placement import ClusterPlacement, StandalonePlacement, TopicPlacement
+from .txn.coordinator import TransactionCoordinator
+from .txn.marker_sender import TxnMarkerSender
 from .txn.producer_ids import ProducerIdManager
+from .txn.settings import TxnSettings
+from .txn.state_manager import TXN_TOPIC, TransactionStateManager
 
 log = logging.getLogger("strom.broker")
 
@@ -129,19 +133,31 @@ class Broker:
         self.topic_admin = TopicAdmin(config, self.store, self.topic_configs, self.replicas, placement)
         self.group_coordinator = GroupCoordinator(GroupSettings.from_config(config), self.store,
                                                   self.topic_admin, self.replicas, clock, wall_ms)
+        txn_settings = TxnSettings.from_config(config)
+        self.txn_state = TransactionStateManager(txn_settings, self.store, self.topic_admin,
+                                                 self.replicas, wall_ms)
+        self.txn_coordinator = TransactionCoordinator(
+            txn_settings, self.txn_state, self.producer_ids,
+            TxnMarkerSender(self.broker_id, self.metadata), wall_ms)
         if not self.cluster_mode:
-            groups = self.group_coordinator
-            self.standalone.on_become_leader = lambda topic, index: (
-                groups.on_become_leader(index) if topic == OFFSETS_TOPIC else None)
+            self.standalone.on_become_leader = self._standalone_leads
         self.services = ApiServices(
             self.broker_id, self.listener_name, self.cluster_mode, config, self.store, self.metadata,
             self.replicas, self.purgatory, self.fetch_sessions, self.topic_stats, self.topic_admin,
             self.topic_configs, self.dynamic_configs, self.group_coordinator, self.producer_ids,
-            self.controller)
+            self.controller, self.txn_coordinator)
         self.servers: list[KafkaServer] = []
         self.background = BackgroundTasks(config, self.log_manager, self.replicas,
-                                          self.isr_announcer, self.group_coordinator.tick)
+                                          self.isr_announcer, self.group_coordinator.tick,
+                                          self.txn_coordinator.abort_timed_out)
         self._stopped = asyncio.Event()
+
+    def _standalone_leads(self, topic: str, index: int) -> None:
+        """Standalone: the coordinators load the internal partitions this broker leads."""
+        if topic == OFFSETS_TOPIC:
+            self.group_coordinator.on_become_leader(index)
+        elif topic == TXN_TOPIC:
+            self.txn_state.on_become_leader(index, 0)
 
     # ------------------------------------------------------------ lifecycle
     async def _write_isr(self, p: Partition, new_isr: list[int]) -> tuple[list[int], int] | None:
@@ -224,6 +240,7 @@ class Broker:
         if self.metrics is not None:
             await self.metrics.stop()
         await self.fetchers.close()
+        await self.txn_coordinator.close()
         self.purgatory.notify_all()
         self.log_manager.close()
         await self.store.stop()

@@ -4,11 +4,13 @@ metadata store, and then this broker's partitions (through its TopicPlacement).
 """
 from __future__ import annotations
 
+import asyncio
+import logging
 import re
 import uuid
 
 from clients.protocol.errors import (
-    InvalidPartitionsError, InvalidReplicaAssignmentError,
+    Code, KafkaError, InvalidPartitionsError, InvalidReplicaAssignmentError,
     InvalidReplicationFactorError, InvalidRequestError, InvalidTopicExceptionError,
     TopicAlreadyExistsError, TopicDeletionDisabledError, UnknownTopicOrPartitionError,
 )
@@ -38,6 +40,9 @@ def validate_topic_name(name: str | None) -> None:
             "ASCII alphanumerics, '.', '_' and '-'")
 
 
+log = logging.getLogger(__name__)
+
+
 class TopicAdmin:
     """Runs on the event loop; each operation's checks read the store's cache, so two
     concurrent creations of one name are settled by the store (TopicAlreadyExists)."""
@@ -49,6 +54,32 @@ class TopicAdmin:
         self.topic_configs = topic_configs
         self.replicas = replicas
         self.placement = placement
+        self._creating: dict[str, asyncio.Future[bool]] = {}
+
+    async def ensure_internal_topic(self, name: str, partitions: int, replication_factor: int,
+                                    configs: dict[str, str], sizing_key: str) -> bool:
+        """Create a coordinator's internal topic on first use, as Kafka does (one creation
+        however many ask at once); False if it cannot be, logged with the config key that
+        sizes it (`sizing_key`)."""
+        if self.store.topic(name) is not None:
+            return True
+        fut = self._creating.get(name)
+        if fut is None:
+            fut = self._creating[name] = asyncio.ensure_future(
+                self._create_internal(name, partitions, replication_factor, configs, sizing_key))
+            fut.add_done_callback(lambda _: self._creating.pop(name, None))
+        return await asyncio.shield(fut)
+
+    async def _create_internal(self, name: str, partitions: int, replication_factor: int,
+                               configs: dict[str, str], sizing_key: str) -> bool:
+        try:
+            await self.create(name, partitions, replication_factor, configs=configs)
+            return True
+        except KafkaError as e:
+            if e.code == Code.TOPIC_ALREADY_EXISTS:
+                return True
+            log.warning("cannot create %s: %s (%s=%d)", name, e, sizing_key, replication_factor)
+            return False
 
     def assign_replicas(self, first_partition: int, count: int, replication_factor: int) -> dict[int, list[int]]:
         """Kafka's assignment: leaders round-robin over the brokers, followers shifted; with

@@ -58,6 +58,7 @@ class GroupCoordinator:
         self.max_group_size = settings.max_group_size
         self.retention_check_s = settings.retention_check_ms / 1000.0
         self.metadata_max_bytes = settings.metadata_max_bytes
+        self.commit_timeout_s = settings.commit_timeout_ms / 1000.0
         # The manager's own objects, never rebound: the protocol below reads them directly.
         self.store = self.metadata.store
         self.groups = self.metadata.groups
@@ -472,29 +473,63 @@ class GroupCoordinator:
     async def commit_offsets(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
                              commits: dict[tuple[str, int], tuple[int, int, str | None]]) -> dict[tuple[str, int], int]:
         """Per-partition error codes for an OffsetCommit."""
+        results, accepted = self._accept_commits(group_id, generation, member_id, instance_id, commits)
+        if accepted:
+            try:
+                await self.store.commit(group_id, accepted)
+            except KafkaError as e:
+                for tp in accepted:
+                    results[tp] = e.code
+        return results
+
+    async def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
+                                 generation: int, member_id: str, instance_id: str | None,
+                                 commits: dict[tuple[str, int], tuple[int, int, str | None]]
+                                 ) -> dict[tuple[str, int], int]:
+        """Per-partition error codes for a TxnOffsetCommit: checked as an OffsetCommit, then
+        held until the producer's transaction ends (OffsetStore.txn_commit)."""
+        results, accepted = self._accept_commits(group_id, generation, member_id, instance_id, commits)
+        if accepted:
+            try:
+                await self.store.txn_commit(group_id, producer_id, producer_epoch, accepted,
+                                            self.commit_timeout_s)
+            except KafkaError as e:
+                for tp in accepted:
+                    results[tp] = e.code
+        return results
+
+    def complete_txn(self, offsets_partition: int, producer_id: int, commit: bool) -> None:
+        """A transaction's marker reached an offsets partition led here."""
+        self.store.complete_txn(offsets_partition, producer_id, commit)
+
+    def _accept_commits(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
+                        commits: dict[tuple[str, int], tuple[int, int, str | None]]
+                        ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], CommittedOffset]]:
+        """(per-partition error codes, the commits to write) after the group and member
+        checks of an offset commit."""
         err = self.check(group_id)
         if err:
-            return {tp: err for tp in commits}
+            return {tp: err for tp in commits}, {}
         group = self.groups.get(group_id)
         if group is None:
             if generation >= 0:
                 # A member of a generation this coordinator never saw: an older one.
-                return {tp: Code.ILLEGAL_GENERATION for tp in commits}
+                return {tp: Code.ILLEGAL_GENERATION for tp in commits}, {}
             # Not using Kafka for group management: the group exists to hold offsets.
             group = self.groups[group_id] = Group(group_id, state_timestamp=self.wall_ms())
         if group.is_(DEAD):
-            return {tp: Code.COORDINATOR_NOT_AVAILABLE for tp in commits}
+            return {tp: Code.COORDINATOR_NOT_AVAILABLE for tp in commits}, {}
         if generation >= 0 or member_id or instance_id is not None:
             invalid = self._validate_member(group, member_id, instance_id) or (
                 Code.ILLEGAL_GENERATION if generation != group.generation else 0)
             if invalid:
-                return {tp: invalid for tp in commits}
+                return {tp: invalid for tp in commits}, {}
             if group.is_(COMPLETING_REBALANCE):
-                return {tp: Code.REBALANCE_IN_PROGRESS for tp in commits}
+                return {tp: Code.REBALANCE_IN_PROGRESS for tp in commits}, {}
             group.members[member_id].last_heartbeat = self.clock()
         elif not group.is_(EMPTY):
             # When the group has members, only members can commit offsets.
-            return {tp: Code.UNKNOWN_MEMBER_ID for tp in commits}
+            return {tp: Code.UNKNOWN_MEMBER_ID for tp in commits}, {}
         results: dict[tuple[str, int], int] = {}
         accepted: dict[tuple[str, int], CommittedOffset] = {}
         now = self.wall_ms()
@@ -509,13 +544,7 @@ class GroupCoordinator:
             else:
                 accepted[(topic, partition)] = CommittedOffset(offset, epoch, metadata or "", now)
                 results[(topic, partition)] = 0
-        if accepted:
-            try:
-                await self.store.commit(group_id, accepted)
-            except KafkaError as e:
-                for tp in accepted:
-                    results[tp] = e.code
-        return results
+        return results, accepted
 
     def fetch_offsets(self, group_id: str, tps: list[tuple[str, int]] | None) -> tuple[int, dict]:
         err = self.check(group_id)

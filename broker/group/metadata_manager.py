@@ -13,7 +13,7 @@ import logging
 import time
 from typing import Any, Callable
 
-from clients.protocol.errors import Code, KafkaError
+from clients.protocol.errors import Code
 from zkcoord.store import MetadataStore
 
 from ..replication.replica_manager import ReplicaManager
@@ -44,7 +44,6 @@ class GroupMetadataManager:
         self.store = OffsetStore(replicas, self.num_partitions)
         self.groups: dict[str, Group] = {}
         self.partitions: dict[int, str] = {}          # offsets partition -> LOADING / LOADED
-        self._creating: asyncio.Future | None = None
 
     # ================================================================== ownership and loading
     def partition_for(self, group_id: str) -> int:
@@ -52,29 +51,10 @@ class GroupMetadataManager:
 
     async def ensure_offsets_topic(self) -> bool:
         """Create `__consumer_offsets` on first use, as Kafka does; False if it cannot be."""
-        if self.metadata_store.topic(OFFSETS_TOPIC) is not None:
-            return True
-        if self._creating is None:
-            self._creating = asyncio.ensure_future(self._create_offsets_topic())
-        try:
-            return await asyncio.shield(self._creating)
-        finally:
-            if self._creating is not None and self._creating.done():
-                self._creating = None
-
-    async def _create_offsets_topic(self) -> bool:
-        try:
-            await self.topic_admin.create(
-                OFFSETS_TOPIC, self.num_partitions, self.replication_factor,
-                configs={"cleanup.policy": "compact", "compression.type": "producer",
-                         "segment.bytes": str(self.segment_bytes)})
-            return True
-        except KafkaError as e:
-            if e.code == Code.TOPIC_ALREADY_EXISTS:
-                return True
-            log.warning("cannot create %s: %s (offsets.topic.replication.factor=%d)",
-                        OFFSETS_TOPIC, e, self.replication_factor)
-            return False
+        return await self.topic_admin.ensure_internal_topic(
+            OFFSETS_TOPIC, self.num_partitions, self.replication_factor,
+            {"cleanup.policy": "compact", "compression.type": "producer",
+             "segment.bytes": str(self.segment_bytes)}, "offsets.topic.replication.factor")
 
     def on_become_leader(self, partition: int) -> None:
         if self.partitions.get(partition) is None:

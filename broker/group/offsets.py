@@ -2,6 +2,11 @@
 group's partition of the internal topic first, and everything read back from that log when
 this broker takes a partition over.
 
+Transactional offset commits (TxnOffsetCommit, KIP-98) are appended as transactional
+batches of the producer and stay pending until its transaction's marker reaches the same
+partition: COMMIT makes them the group's committed offsets, ABORT drops them. A partition
+loaded after a failover replays the same rule from its log.
+
 The partition of group G is abs(javaHash(G)) % offsets.topic.num.partitions, exactly as
 Kafka computes it, so a group keeps its partition across brokers and implementations.
 """
@@ -9,12 +14,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
-from clients.protocol.records import Record, build_batch, iter_batches
+from clients.protocol.errors import raise_for_code
+from clients.protocol.records import Record, build_batch
 
+from ..key_hash import partition_for_key
+from ..log import ORIGIN_COORDINATOR
+from ..log.keyed_replay import TxnMarker, TxnRecord, replay_with_markers
 from ..replication.replica_manager import ReplicaManager
 from . import records as R
 
@@ -24,22 +32,8 @@ OFFSETS_TOPIC = "__consumer_offsets"
 LOAD_CHUNK_BYTES = 1 << 20
 
 
-def java_string_hash(s: str) -> int:
-    """Java's String.hashCode over UTF-16 code units, as a signed 32-bit int."""
-    h = 0
-    data = s.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def kafka_abs(n: int) -> int:
-    """Kafka's Utils.abs: Math.abs, except that Integer.MIN_VALUE maps to 0."""
-    return 0 if n == -(1 << 31) else abs(n)
-
-
 def partition_for(group_id: str, num_partitions: int) -> int:
-    return kafka_abs(java_string_hash(group_id)) % num_partitions
+    return partition_for_key(group_id, num_partitions)
 
 
 @dataclass
@@ -57,6 +51,8 @@ class OffsetStore:
         self.replicas = replicas
         self.num_partitions = num_partitions
         self.offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
+        # Transactional commits waiting for their marker: producer id -> group -> offsets.
+        self.pending: dict[int, dict[str, dict[tuple[str, int], CommittedOffset]]] = {}
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.num_partitions)
@@ -84,6 +80,37 @@ class OffsetStore:
         if not group:
             self.offsets.pop(group_id, None)
 
+    async def txn_commit(self, group_id: str, producer_id: int, producer_epoch: int,
+                         commits: dict[tuple[str, int], CommittedOffset], timeout_s: float) -> None:
+        """Append `commits` as a transactional batch of the producer (acks=all) and hold
+        them until its marker; raises the append's KafkaError."""
+        partition = self.partition_for(group_id)
+        batch = build_batch([Record(R.offset_key(group_id, t, p),
+                                    R.offset_value(c.offset, c.leader_epoch, c.metadata, c.commit_timestamp))
+                             for (t, p), c in commits.items()],
+                            producer_id=producer_id, producer_epoch=producer_epoch, is_transactional=True)
+        info = self.replicas.append(OFFSETS_TOPIC, partition, batch, -1, ORIGIN_COORDINATOR)
+        raise_for_code(await self.replicas.wait_replicated(OFFSETS_TOPIC, partition,
+                                                           info.last_offset + 1, timeout_s))
+        self.pending.setdefault(producer_id, {}).setdefault(group_id, {}).update(commits)
+
+    def complete_txn(self, partition: int, producer_id: int, commit: bool) -> None:
+        """The producer's transaction ended on this offsets partition (its marker is there)."""
+        groups = self.pending.get(producer_id)
+        if not groups:
+            return
+        for group_id in [g for g in groups if self.partition_for(g) == partition]:
+            offsets = groups.pop(group_id)
+            if commit:
+                self.offsets.setdefault(group_id, {}).update(offsets)
+        if not groups:
+            del self.pending[producer_id]
+
+    def has_pending(self, group_id: str, tp: tuple[str, int]) -> bool:
+        """A transactional commit of this partition's offset waits for its marker
+        (OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT, KIP-447)."""
+        return any(tp in groups.get(group_id, {}) for groups in self.pending.values())
+
     def get(self, group_id: str) -> dict[tuple[str, int], CommittedOffset]:
         return self.offsets.get(group_id, {})
 
@@ -96,10 +123,25 @@ class OffsetStore:
         group found there (None for a deleted group). Offsets land in `self.offsets`."""
         p = self.replicas.get(OFFSETS_TOPIC, partition)
         groups: dict[str, Any] = {}
-        for chunk in self._replay(p.log):
+        open_txns: dict[int, list[tuple[bytes, bytes | None]]] = {}
+        for chunk in replay_with_markers(p.log, LOAD_CHUNK_BYTES):
             await asyncio.sleep(0)   # one chunk at a time: other connections keep being served
-            for key, value in chunk:
-                self._apply(key, value, groups)
+            for item in chunk:
+                if isinstance(item, TxnRecord):
+                    open_txns.setdefault(item.producer_id, []).append((item.key, item.value))
+                elif isinstance(item, TxnMarker):
+                    for key, value in open_txns.pop(item.producer_id, []) if item.commit else ():
+                        self._apply(key, value, groups)
+                    open_txns.pop(item.producer_id, None)
+                else:
+                    self._apply(*item, groups)
+        for pid, records in open_txns.items():          # still open: pending again
+            for key, value in records:
+                k = R.decode_key(key)
+                if isinstance(k, R.OffsetKey) and value is not None:
+                    v = R.decode_offset_value(value)
+                    self.pending.setdefault(pid, {}).setdefault(k.group, {})[(k.topic, k.partition)] = \
+                        CommittedOffset(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp)
         for g in [g for g, o in self.offsets.items() if not o]:
             del self.offsets[g]
         return groups
@@ -119,27 +161,11 @@ class OffsetStore:
             else:
                 groups[k.group] = R.decode_group_value(value)
 
-    def _replay(self, plog: Any) -> Iterator[list[tuple[bytes, bytes | None]]]:
-        """The log's keyed records, in chunks of at most LOAD_CHUNK_BYTES of batches."""
-        offset = plog.log_start_offset
-        end = plog.log_end_offset
-        while offset < end:
-            info = plog.read(offset, LOAD_CHUNK_BYTES, None, True)
-            if not info.size:
-                break
-            data = b"".join(os.pread(r.fileno, r.size, r.position) for r in info.regions)
-            last = offset
-            chunk: list[tuple[bytes, bytes | None]] = []
-            for batch in iter_batches(data):
-                if not batch.is_control:
-                    chunk.extend((rec.key, rec.value) for rec in batch.records
-                                 if rec.offset >= offset and rec.key is not None)
-                last = batch.last_offset + 1
-            yield chunk
-            if last <= offset:
-                break
-            offset = last
-
     def unload_partition(self, partition: int) -> None:
         for g in [g for g in self.offsets if self.partition_for(g) == partition]:
             del self.offsets[g]
+        for pid, groups in list(self.pending.items()):
+            for g in [g for g in groups if self.partition_for(g) == partition]:
+                del groups[g]
+            if not groups:
+                del self.pending[pid]

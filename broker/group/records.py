@@ -9,10 +9,9 @@ Kafka 3.x writes for classic groups) and reads v0-v4.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from clients.protocol.schema import NULL, F, StructCodec, Struct
-from clients.protocol.types import Reader, Writer
+from clients.protocol.schema import NULL, F, Struct, VersionedCodecs
+from clients.protocol.types import Reader
 
 OFFSET_KEY_FIELDS = [F("group", "string"), F("topic", "string"), F("partition", "int32")]
 GROUP_KEY_FIELDS = [F("group", "string")]
@@ -47,24 +46,11 @@ OFFSET_VALUE_VERSION = 3
 GROUP_VALUE_VERSION = 3
 _FLEXIBLE_FROM = 4
 
-_codecs: dict[tuple[str, int], StructCodec] = {}
-
-
-def _codec(kind: str, version: int) -> StructCodec:
-    c = _codecs.get((kind, version))
-    if c is None:
-        fields = {"okey": OFFSET_KEY_FIELDS, "gkey": GROUP_KEY_FIELDS,
-                  "oval": OFFSET_VALUE_FIELDS, "gval": GROUP_VALUE_FIELDS}[kind]
-        flexible = kind in ("oval", "gval") and version >= _FLEXIBLE_FROM
-        c = _codecs[(kind, version)] = StructCodec(fields, version, flexible)
-    return c
-
-
-def _encode(kind: str, version: int, body: Any) -> bytes:
-    w = Writer()
-    w.int16(version)
-    _codec(kind, version).write(w, body)
-    return w.getvalue()
+_CODECS = VersionedCodecs({"okey": (OFFSET_KEY_FIELDS, None), "gkey": (GROUP_KEY_FIELDS, None),
+                           "oval": (OFFSET_VALUE_FIELDS, _FLEXIBLE_FROM),
+                           "gval": (GROUP_VALUE_FIELDS, _FLEXIBLE_FROM)})
+_codec = _CODECS.codec
+_encode = _CODECS.encode
 
 
 @dataclass(frozen=True)

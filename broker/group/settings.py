@@ -19,6 +19,7 @@ class GroupSettings:
     retention_ms: int               # offsets.retention.minutes, in ms
     retention_check_ms: int         # offsets.retention.check.interval.ms
     metadata_max_bytes: int         # offset.metadata.max.bytes
+    commit_timeout_ms: int = 5000   # offsets.commit.timeout.ms (acks=all writes of commits)
 
     @classmethod
     def from_config(cls, cfg: BrokerConfig) -> GroupSettings:
@@ -26,4 +27,5 @@ class GroupSettings:
                    cfg.get("offsets.topic.segment.bytes"), cfg.get("group.min.session.timeout.ms"),
                    cfg.get("group.max.session.timeout.ms"), cfg.get("group.initial.rebalance.delay.ms"),
                    cfg.get("group.max.size"), cfg.get("offsets.retention.minutes") * 60_000,
-                   cfg.get("offsets.retention.check.interval.ms"), cfg.get("offset.metadata.max.bytes"))
+                   cfg.get("offsets.retention.check.interval.ms"), cfg.get("offset.metadata.max.bytes"),
+                   cfg.get("offsets.commit.timeout.ms"))

@@ -20,6 +20,7 @@ from ..replication.purgatory import FetchPurgatory
 from ..replication.replica_manager import ReplicaManager
 from ..topic_admin import TopicAdmin
 from ..topic_configs import TopicConfigResolver
+from ..txn.coordinator import TransactionCoordinator
 from ..txn.producer_ids import ProducerIdManager
 from .fetch_sessions import FetchSessionCache
 
@@ -42,3 +43,4 @@ class ApiServices:
     groups: GroupCoordinator
     producer_ids: ProducerIdManager
     controller: Controller | None   # cluster mode only
+    txn: TransactionCoordinator

@@ -148,6 +148,30 @@ class StructCodec:
         self.write: Callable[..., None] = compile_struct_writer(fields, version, flexible)
 
 
+class VersionedCodecs:
+    """The records of an internal topic (`__consumer_offsets`, `__transaction_state`): an
+    int16 version, then the struct of that kind at that version. `kinds` maps a kind to its
+    fields and its first flexible version (None: never flexible); codecs compile once."""
+
+    def __init__(self, kinds: dict[str, tuple[Sequence[F], int | None]]):
+        self.kinds = kinds
+        self._codecs: dict[tuple[str, int], StructCodec] = {}
+
+    def codec(self, kind: str, version: int) -> StructCodec:
+        c = self._codecs.get((kind, version))
+        if c is None:
+            fields, flexible_from = self.kinds[kind]
+            flexible = flexible_from is not None and version >= flexible_from
+            c = self._codecs[(kind, version)] = StructCodec(fields, version, flexible)
+        return c
+
+    def encode(self, kind: str, version: int, body: Any) -> bytes:
+        w = Writer()
+        w.int16(version)
+        self.codec(kind, version).write(w, body)
+        return w.getvalue()
+
+
 # ---------------------------------------------------------------- APIs
 
 @dataclass

@@ -51,8 +51,8 @@ def test_librdkafka_2_0_features_enabled(broker, feature):
 
 @pytest.mark.parametrize("version", [0, 1, 2, 3])
 def test_find_coordinator_answers_single_key_versions(broker, version):
-    """Every advertised version decodes; a group's coordinator is this broker (it leads every
-    __consumer_offsets partition); transactions have no coordinator yet (retriable error)."""
+    """Every advertised version decodes; a group's and a transactional id's coordinator is
+    this broker (it leads every __consumer_offsets and __transaction_state partition)."""
     with _client(broker) as c:
         body = {"key": "some-group"}
         if version >= 1:
@@ -62,7 +62,7 @@ def test_find_coordinator_answers_single_key_versions(broker, version):
         assert (resp.node_id, resp.host, resp.port) == (0, "127.0.0.1", broker.port)
         if version >= 1:
             resp = c.request("FindCoordinator", version, {"key": "txn-id", "key_type": 1})
-            assert resp.error_code == Code.COORDINATOR_NOT_AVAILABLE
+            assert (resp.error_code, resp.node_id, resp.port) == (0, 0, broker.port)
             resp = c.request("FindCoordinator", version, {"key": "x", "key_type": 7})
             assert resp.error_code == Code.INVALID_REQUEST
         # The connection is still usable afterwards.
@@ -75,6 +75,6 @@ def test_find_coordinator_v4_answers_per_key(broker):
         assert [(k.key, k.error_code, k.node_id, k.port) for k in resp.coordinators] == [
             ("g1", 0, 0, broker.port), ("g2", 0, 0, broker.port)]
         resp = c.request("FindCoordinator", 4, {"key_type": 1, "coordinator_keys": ["t1"]})
-        assert [(k.key, k.error_code) for k in resp.coordinators] == [("t1", Code.COORDINATOR_NOT_AVAILABLE)]
+        assert [(k.key, k.error_code, k.port) for k in resp.coordinators] == [("t1", 0, broker.port)]
         resp = c.request("FindCoordinator", 4, {"key_type": 7, "coordinator_keys": ["g1"]})
         assert [(k.key, k.error_code) for k in resp.coordinators] == [("g1", Code.INVALID_REQUEST)]

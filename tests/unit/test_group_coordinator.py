@@ -26,7 +26,8 @@ from broker.config import BrokerConfig
 from broker.group import records as R
 from broker.group.coordinator import GroupCoordinator
 from broker.group.metadata_manager import LOADED, LOADING
-from broker.group.offsets import OFFSETS_TOPIC, CommittedOffset, java_string_hash, partition_for
+from broker.group.offsets import OFFSETS_TOPIC, CommittedOffset, partition_for
+from broker.key_hash import java_string_hash
 from broker.group.state import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE
 from broker.main import Broker
 from clients.protocol.errors import Code

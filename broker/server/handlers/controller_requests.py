@@ -19,6 +19,8 @@ from ...metadata_cache import MetadataCache, PartitionInfo
 from ...replication.purgatory import FetchPurgatory
 from ...replication.replica_manager import ReplicaManager
 from ...topic_configs import TopicConfigResolver
+from ...txn.coordinator import TransactionCoordinator
+from ...txn.state_manager import TXN_TOPIC
 from ..dispatch import RequestContext, handles
 
 
@@ -31,6 +33,7 @@ class ControllerRequestServices(Protocol):
     purgatory: FetchPurgatory
     topic_configs: TopicConfigResolver
     groups: GroupCoordinator
+    txn: TransactionCoordinator
     controller: Controller | None
 
 
@@ -74,6 +77,12 @@ def leader_and_isr(services: ControllerRequestServices, request, ctx: RequestCon
                 services.groups.on_become_leader(s.partition_index)
             else:
                 services.groups.on_resign(s.partition_index)
+        elif code == 0 and name == TXN_TOPIC:
+            # The partition's leader epoch is the coordinator epoch of its transactions.
+            if s.leader == services.broker_id:
+                services.txn.state.on_become_leader(s.partition_index, s.leader_epoch)
+            else:
+                services.txn.state.on_resign(s.partition_index)
     return _leader_and_isr_response(v, 0, errors)
 
 
@@ -138,6 +147,8 @@ def stop_replica(services: ControllerRequestServices, request, ctx: RequestConte
         services.replicas.stop_replica(name, index, delete)
         if name == OFFSETS_TOPIC:
             services.groups.on_resign(index)
+        elif name == TXN_TOPIC:
+            services.txn.state.on_resign(index)
         errors.append({"topic_name": name, "partition_index": index, "error_code": 0})
     return {"error_code": 0, "partition_errors": errors}
 

@@ -1,8 +1,8 @@
 """FindCoordinator: which broker coordinates a consumer group or a transactional id.
 
-A group's coordinator is the leader of its `__consumer_offsets` partition; the topic is
-created on the first lookup, as Kafka does. Transactions have no coordinator yet: those
-lookups answer COORDINATOR_NOT_AVAILABLE (retriable).
+A group's coordinator is the leader of its `__consumer_offsets` partition, a transactional
+id's the leader of its `__transaction_state` partition; each topic is created on the first
+lookup, as Kafka does.
 
 The API must be advertised even for clients that never use groups: librdkafka < 2.11.1
 (Debian's kcat) enables LZ4 only if FindCoordinator v0 is advertised, and otherwise
@@ -18,6 +18,8 @@ from typing import Protocol
 from ...group.coordinator import GroupCoordinator
 from ...group.offsets import OFFSETS_TOPIC
 from ...metadata_cache import MetadataCache
+from ...txn.coordinator import TransactionCoordinator
+from ...txn.state_manager import TXN_TOPIC
 from ..dispatch import RequestContext, handles
 
 
@@ -25,25 +27,32 @@ class CoordinatorLookupServices(Protocol):
     cluster_mode: bool
     metadata: MetadataCache
     groups: GroupCoordinator
+    txn: TransactionCoordinator
 
 
 async def _lookup(services: CoordinatorLookupServices, key: str, key_type: int) -> dict:
     none = {"node_id": -1, "host": "", "port": -1}
-    if key_type == COORDINATOR_TRANSACTION:
-        return {**none, "error_code": Code.COORDINATOR_NOT_AVAILABLE,
-                "error_message": "The transaction coordinator is not available."}
-    if key_type != COORDINATOR_GROUP:
+    if key_type not in (COORDINATOR_GROUP, COORDINATOR_TRANSACTION):
         return {**none, "error_code": Code.INVALID_REQUEST,
                 "error_message": f"Unknown coordinator key type {key_type}."}
     if not key:
-        return {**none, "error_code": Code.INVALID_REQUEST, "error_message": "Empty group id."}
-    coordinator = services.groups
-    if not await coordinator.ensure_offsets_topic():
+        what = "group id" if key_type == COORDINATOR_GROUP else "transactional id"
+        return {**none, "error_code": Code.INVALID_REQUEST, "error_message": f"Empty {what}."}
+    if key_type == COORDINATOR_GROUP:
+        topic, partitions = OFFSETS_TOPIC, services.groups.num_partitions
+        created = await services.groups.ensure_offsets_topic()
+        partition = services.groups.partition_for(key)
+    else:
+        state = services.txn.state
+        topic, partitions = TXN_TOPIC, state.settings.num_partitions
+        created = await state.ensure_topic()
+        partition = state.partition_for(key)
+    if not created:
         return {**none, "error_code": Code.COORDINATOR_NOT_AVAILABLE,
-                "error_message": f"The coordinator is not available: {OFFSETS_TOPIC} cannot be created."}
+                "error_message": f"The coordinator is not available: {topic} cannot be created."}
     if services.cluster_mode:
-        await services.metadata.wait_for_leaders(OFFSETS_TOPIC, coordinator.num_partitions, 5.0)
-    info = services.metadata.partition(OFFSETS_TOPIC, coordinator.partition_for(key))
+        await services.metadata.wait_for_leaders(topic, partitions, 5.0)
+    info = services.metadata.partition(topic, partition)
     node = services.metadata.broker(info.leader) if info is not None and info.leader >= 0 else None
     if node is None:
         return {**none, "error_code": Code.COORDINATOR_NOT_AVAILABLE,

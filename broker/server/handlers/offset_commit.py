@@ -1,4 +1,4 @@
-"""OffsetCommit, OffsetFetch (single and multi-group), OffsetDelete."""
+"""OffsetCommit, TxnOffsetCommit, OffsetFetch (single and multi-group), OffsetDelete."""
 from __future__ import annotations
 
 from typing import Protocol
@@ -23,6 +23,23 @@ async def offset_commit(services: OffsetCommitServices, request, ctx: RequestCon
     member_id = request.member_id if v >= 1 else ""
     results = await services.groups.commit_offsets(
         request.group_id, generation, member_id, request.group_instance_id if v >= 7 else None, commits)
+    return {"throttle_time_ms": 0, "topics": [
+        {"name": t.name, "partitions": [
+            {"partition_index": p.partition_index, "error_code": results[(t.name, p.partition_index)]}
+            for p in t.partitions]}
+        for t in request.topics]}
+
+
+@handles("TxnOffsetCommit", (0, 3))
+async def txn_offset_commit(services: OffsetCommitServices, request, ctx: RequestContext) -> dict:
+    v = ctx.version
+    commits = {(t.name, p.partition_index): (p.committed_offset, p.committed_leader_epoch if v >= 2 else -1,
+                                             p.committed_metadata)
+               for t in request.topics for p in t.partitions}
+    results = await services.groups.txn_commit_offsets(
+        request.group_id, request.producer_id, request.producer_epoch,
+        request.generation_id if v >= 3 else -1, request.member_id if v >= 3 else "",
+        request.group_instance_id if v >= 3 else None, commits)
     return {"throttle_time_ms": 0, "topics": [
         {"name": t.name, "partitions": [
             {"partition_index": p.partition_index, "error_code": results[(t.name, p.partition_index)]}

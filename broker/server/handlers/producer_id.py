@@ -1,26 +1,32 @@
-"""InitProducerId for idempotent producers (transactions come with the txn coordinator)."""
+"""InitProducerId: an idempotent producer gets a fresh producer id here; a transactional one
+(a `transactional.id`) from the transaction coordinator of its id."""
 from __future__ import annotations
 
 from clients.protocol.errors import Code
 
 from typing import Protocol
 
+from ...txn.coordinator import TransactionCoordinator
 from ...txn.producer_ids import ProducerIdManager
 from ..dispatch import RequestContext, handles
 
 
 class ProducerIdServices(Protocol):
     producer_ids: ProducerIdManager
+    txn: TransactionCoordinator
 
 MAX_EPOCH = 32767
 
 
 @handles("InitProducerId", (0, 4))
 async def init_producer_id(services: ProducerIdServices, request, ctx: RequestContext) -> dict:
-    if request.transactional_id is not None:
-        return {"error_code": Code.COORDINATOR_NOT_AVAILABLE, "producer_id": -1, "producer_epoch": -1}
     pid = request.producer_id if ctx.version >= 3 else -1
     epoch = request.producer_epoch if ctx.version >= 3 else -1
+    if request.transactional_id is not None:
+        code, pid, epoch = await services.txn.init_producer_id(
+            request.transactional_id, request.transaction_timeout_ms,
+            (pid, epoch) if pid >= 0 else None)
+        return {"error_code": code, "producer_id": pid, "producer_epoch": epoch, "throttle_time_ms": 0}
     if pid >= 0 and 0 <= epoch < MAX_EPOCH - 1:
         # KIP-360: an idempotent producer that lost track of its sequences bumps its epoch
         # and keeps its id; the partitions reset its sequence on the new epoch.

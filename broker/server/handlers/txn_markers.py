@@ -11,6 +11,8 @@ from clients.protocol.errors import KafkaError
 from clients.protocol.records import ABORT, COMMIT, build_control_batch
 
 from ...config import BrokerConfig
+from ...group.coordinator import GroupCoordinator
+from ...group.offsets import OFFSETS_TOPIC
 from ...log import ORIGIN_COORDINATOR
 from ...replication.replica_manager import ReplicaManager
 from ..dispatch import RequestContext, handles
@@ -20,6 +22,7 @@ from .produce import after_replication
 class TxnMarkerServices(Protocol):
     replicas: ReplicaManager
     config: BrokerConfig
+    groups: GroupCoordinator
 
 
 @handles("WriteTxnMarkers", (0, 1))
@@ -41,6 +44,9 @@ def write_txn_markers(services: TxnMarkerServices, request, ctx: RequestContext
                 try:
                     info = replicas.append(t.name, index, batch, -1, ORIGIN_COORDINATOR)
                     waits.append((entry, t.name, index, info.last_offset + 1))
+                    if t.name == OFFSETS_TOPIC:
+                        # Transactional offset commits of this producer take effect now.
+                        services.groups.complete_txn(index, m.producer_id, m.transaction_result)
                 except KafkaError as e:
                     entry["error_code"] = e.code
                 parts.append(entry)

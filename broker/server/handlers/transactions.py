@@ -1,0 +1,118 @@
+"""The transaction coordinator's APIs (KIP-98): AddPartitionsToTxn (v0-3 from producers; v4
+batched, with the verify-only form partition leaders use, KIP-890), AddOffsetsToTxn, EndTxn,
+DescribeTransactions, ListTransactions. InitProducerId with a transactional id is in
+producer_id.py; the markers they lead to in txn_markers.py."""
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from clients.protocol.errors import Code
+
+from ...group.coordinator import GroupCoordinator
+from ...group.offsets import OFFSETS_TOPIC
+from ...txn.coordinator import TransactionCoordinator
+from ...txn.metadata import TxnState
+from ..dispatch import RequestContext, handles
+
+
+class TxnServices(Protocol):
+    txn: TransactionCoordinator
+    groups: GroupCoordinator
+
+
+def _topic_results(topics: Any, codes: dict[tuple[str, int], int]) -> list[dict]:
+    return [{"name": t.name, "results_by_partition": [
+        {"partition_index": p, "partition_error_code": codes[(t.name, p)]} for p in t.partitions]}
+        for t in topics]
+
+
+@handles("AddPartitionsToTxn", (0, 4))
+async def add_partitions_to_txn(services: TxnServices, request, ctx: RequestContext) -> dict:
+    txn = services.txn
+    if ctx.version <= 3:
+        parts = [(t.name, p) for t in request.v3_and_below_topics for p in t.partitions]
+        code = await txn.add_partitions(request.v3_and_below_transactional_id,
+                                        request.v3_and_below_producer_id,
+                                        request.v3_and_below_producer_epoch, parts)
+        return {"throttle_time_ms": 0,
+                "results_by_topic_v3_and_below": _topic_results(request.v3_and_below_topics,
+                                                                {tp: code for tp in parts})}
+    results = []
+    for tx in request.transactions:
+        parts = [(t.name, p) for t in tx.topics for p in t.partitions]
+        if tx.verify_only:
+            codes = txn.verify(tx.transactional_id, tx.producer_id, tx.producer_epoch, parts)
+        else:
+            code = await txn.add_partitions(tx.transactional_id, tx.producer_id, tx.producer_epoch, parts)
+            codes = {tp: code for tp in parts}
+        results.append({"transactional_id": tx.transactional_id,
+                        "topic_results": _topic_results(tx.topics, codes)})
+    return {"throttle_time_ms": 0, "error_code": 0, "results_by_transaction": results}
+
+
+@handles("AddOffsetsToTxn", (0, 3))
+async def add_offsets_to_txn(services: TxnServices, request, ctx: RequestContext) -> dict:
+    if not request.group_id:
+        return {"throttle_time_ms": 0, "error_code": Code.INVALID_GROUP_ID}
+    offsets_partition = services.groups.partition_for(request.group_id)
+    code = await services.txn.add_partitions(request.transactional_id, request.producer_id,
+                                             request.producer_epoch, [(OFFSETS_TOPIC, offsets_partition)])
+    return {"throttle_time_ms": 0, "error_code": code}
+
+
+@handles("EndTxn", (0, 3))
+async def end_txn(services: TxnServices, request, ctx: RequestContext) -> dict:
+    code = await services.txn.end_txn(request.transactional_id, request.producer_id,
+                                      request.producer_epoch, request.committed)
+    return {"throttle_time_ms": 0, "error_code": code}
+
+
+@handles("DescribeTransactions", (0, 0))
+def describe_transactions(services: TxnServices, request, ctx: RequestContext) -> dict:
+    state = services.txn.state
+    out = []
+    for tid in request.transactional_ids:
+        code = state.check(tid)
+        meta = state.get(tid) if code == 0 else None
+        if code == 0 and (meta is None or meta.state == TxnState.DEAD):
+            code = Code.TRANSACTIONAL_ID_NOT_FOUND
+        if meta is None or code:
+            out.append({"error_code": code, "transactional_id": tid, "transaction_state": "",
+                        "transaction_timeout_ms": 0, "transaction_start_time_ms": -1,
+                        "producer_id": -1, "producer_epoch": -1, "topics": []})
+            continue
+        by_topic: dict[str, list[int]] = {}
+        for t, p in sorted(meta.partitions):
+            by_topic.setdefault(t, []).append(p)
+        out.append({"error_code": 0, "transactional_id": tid,
+                    "transaction_state": meta.state.kafka_name,
+                    "transaction_timeout_ms": meta.txn_timeout_ms,
+                    "transaction_start_time_ms": meta.txn_start_ms,
+                    "producer_id": meta.producer_id, "producer_epoch": meta.producer_epoch,
+                    "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]})
+    return {"throttle_time_ms": 0, "transaction_states": out}
+
+
+_STATES_BY_NAME = {s.kafka_name: s for s in TxnState}
+
+
+@handles("ListTransactions", (0, 1))
+def list_transactions(services: TxnServices, request, ctx: RequestContext) -> dict:
+    unknown = [s for s in request.state_filters if s not in _STATES_BY_NAME]
+    states = {_STATES_BY_NAME[s] for s in request.state_filters if s in _STATES_BY_NAME}
+    pids = set(request.producer_id_filters)
+    min_duration = request.duration_filter if ctx.version >= 1 else -1
+    now = services.txn.wall_ms()
+    out = []
+    for meta in services.txn.state.transactions.values():
+        if meta.state == TxnState.DEAD or (request.state_filters and meta.state not in states):
+            continue
+        if pids and meta.producer_id not in pids:
+            continue
+        if min_duration >= 0 and (meta.state != TxnState.ONGOING or meta.txn_start_ms < 0
+                                  or now - meta.txn_start_ms < min_duration):
+            continue
+        out.append({"transactional_id": meta.transactional_id, "producer_id": meta.producer_id,
+                    "transaction_state": meta.state.kafka_name})
+    return {"throttle_time_ms": 0, "error_code": 0, "unknown_state_filters": unknown,
+            "transaction_states": out}
