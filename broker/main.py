@@ -50,6 +50,7 @@ from .txn.marker_sender import TxnMarkerSender
 from .txn.producer_ids import ProducerIdManager
 from .txn.settings import TxnSettings
 from .txn.state_manager import TXN_TOPIC, TransactionStateManager
+from .txn.verifier import TxnVerifier
 
 log = logging.getLogger("strom.broker")
 
@@ -139,13 +140,15 @@ class Broker:
         self.txn_coordinator = TransactionCoordinator(
             txn_settings, self.txn_state, self.producer_ids,
             TxnMarkerSender(self.broker_id, self.metadata), wall_ms)
+        self.txn_verifier = TxnVerifier(self.broker_id, self.metadata, self.txn_state,
+                                        self.txn_coordinator.verify)
         if not self.cluster_mode:
             self.standalone.on_become_leader = self._standalone_leads
         self.services = ApiServices(
             self.broker_id, self.listener_name, self.cluster_mode, config, self.store, self.metadata,
             self.replicas, self.purgatory, self.fetch_sessions, self.topic_stats, self.topic_admin,
             self.topic_configs, self.dynamic_configs, self.group_coordinator, self.producer_ids,
-            self.controller, self.txn_coordinator)
+            self.controller, self.txn_coordinator, self.txn_verifier)
         self.servers: list[KafkaServer] = []
         self.background = BackgroundTasks(config, self.log_manager, self.replicas,
                                           self.isr_announcer, self.group_coordinator.tick,
@@ -241,6 +244,7 @@ class Broker:
             await self.metrics.stop()
         await self.fetchers.close()
         await self.txn_coordinator.close()
+        await self.txn_verifier.close()
         self.purgatory.notify_all()
         self.log_manager.close()
         await self.store.stop()

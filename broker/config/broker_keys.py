@@ -258,6 +258,9 @@ BROKER_CONFIGS: tuple[ConfigKey, ...] = (
        "Period of aborting timed-out transactions.", Range(1)),
     _b("transaction.remove.expired.transaction.cleanup.interval.ms", "int", 3600000, "low", RO,
        "Period of removing expired transactional ids.", Range(1)),
+    _b("transaction.partition.verification.enable", "bool", True, "low", CW,
+       "KIP-890: a leader asks the transaction coordinator whether a partition is in the "
+       "producer's ongoing transaction before appending its first transactional batch there."),
     _b("producer.id.expiration.ms", "int", 86400000, "low", CW,
        "A producer id idle this long is forgotten by partition leaders.", Range(1)),
     # Security

@@ -22,6 +22,7 @@ from ..topic_admin import TopicAdmin
 from ..topic_configs import TopicConfigResolver
 from ..txn.coordinator import TransactionCoordinator
 from ..txn.producer_ids import ProducerIdManager
+from ..txn.verifier import TxnVerifier
 from .fetch_sessions import FetchSessionCache
 
 
@@ -44,3 +45,4 @@ class ApiServices:
     producer_ids: ProducerIdManager
     controller: Controller | None   # cluster mode only
     txn: TransactionCoordinator
+    txn_verifier: TxnVerifier
