@@ -1,6 +1,7 @@
 """The transaction coordinator's APIs (KIP-98): AddPartitionsToTxn (v0-3 from producers; v4
 batched, with the verify-only form partition leaders use, KIP-890), AddOffsetsToTxn, EndTxn,
-DescribeTransactions, ListTransactions. InitProducerId with a transactional id is in
+DescribeTransactions, ListTransactions, and the partition leaders' DescribeProducers.
+InitProducerId with a transactional id is in
 producer_id.py; the markers they lead to in txn_markers.py."""
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from clients.protocol.errors import Code
 
 from ...group.coordinator import GroupCoordinator
 from ...group.offsets import OFFSETS_TOPIC
+from ...replication.replica_manager import ReplicaManager
 from ...txn.coordinator import TransactionCoordinator
 from ...txn.metadata import TxnState
 from ..dispatch import RequestContext, handles
@@ -18,6 +20,10 @@ from ..dispatch import RequestContext, handles
 class TxnServices(Protocol):
     txn: TransactionCoordinator
     groups: GroupCoordinator
+
+
+class ProducerStateServices(Protocol):
+    replicas: ReplicaManager
 
 
 def _topic_results(topics: Any, codes: dict[tuple[str, int], int]) -> list[dict]:
@@ -116,3 +122,30 @@ def list_transactions(services: TxnServices, request, ctx: RequestContext) -> di
                     "transaction_state": meta.state.kafka_name})
     return {"throttle_time_ms": 0, "error_code": 0, "unknown_state_filters": unknown,
             "transaction_states": out}
+
+
+@handles("DescribeProducers", (0, 0))
+def describe_producers(services: ProducerStateServices, request, ctx: RequestContext) -> dict:
+    """The producers a partition leader knows (Kafka's DescribeProducers, KIP-664): what
+    `kafka-transactions.sh describe-producers` and `find-hanging` read."""
+    topics = []
+    for t in request.topics:
+        parts = []
+        for index in t.partition_indexes:
+            p = services.replicas.maybe_get(t.name, index)
+            if p is None or not p.is_leader:
+                code = Code.NOT_LEADER_OR_FOLLOWER if p is not None else Code.UNKNOWN_TOPIC_OR_PARTITION
+                parts.append({"partition_index": index, "error_code": code, "error_message": None,
+                              "active_producers": []})
+                continue
+            producers = p.log.producers.producers.values()
+            parts.append({"partition_index": index, "error_code": 0, "error_message": None,
+                          "active_producers": [
+                              {"producer_id": e.producer_id, "producer_epoch": e.producer_epoch,
+                               "last_sequence": e.last_seq, "last_timestamp": e.last_timestamp,
+                               "coordinator_epoch": e.coordinator_epoch,
+                               "current_txn_start_offset": (-1 if e.current_txn_first_offset is None
+                                                            else e.current_txn_first_offset)}
+                              for e in producers]})
+        topics.append({"name": t.name, "partitions": parts})
+    return {"throttle_time_ms": 0, "topics": topics}
