@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from clients.admin import AdminClient
+    from clients.aio.consumer import ConsumerGroupMetadata
+    from clients.aio.transactions import TransactionAbortedError, TransactionStateError
     from clients.consumer import Consumer
     from clients.producer import Producer
     from clients.serde import (AvroSerde, BytesSerde, Deserializer, IntegerSerde, JsonSerde,
@@ -25,6 +27,9 @@ if TYPE_CHECKING:
 
 _HOME = {
     "AdminClient": "clients.admin", "Consumer": "clients.consumer", "Producer": "clients.producer",
+    "ConsumerGroupMetadata": "clients.aio.consumer",
+    "TransactionAbortedError": "clients.aio.transactions",
+    "TransactionStateError": "clients.aio.transactions",
     **{name: "clients.serde" for name in (
         "AvroSerde", "BytesSerde", "Deserializer", "IntegerSerde", "JsonSerde", "LongSerde",
         "Serde", "Serializer", "StringSerde")},

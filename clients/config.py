@@ -67,7 +67,10 @@ _PRODUCER = [
     _k("partitioner.ignore.keys", "bool", False, "sticky partitioning even for keyed records"),
     _k("key.serializer", "object", None, "Serializer (or callable) for keys"),
     _k("value.serializer", "object", None, "Serializer (or callable) for values"),
-    _k("transactional.id", "str", None, "transactions are not supported yet; must stay unset"),
+    _k("transactional.id", "str", None, "enables transactions (init_transactions(), "
+       "begin/commit/abort_transaction()); needs enable.idempotence"),
+    _k("transaction.timeout.ms", "int", 60000, "the coordinator aborts a transaction open "
+       "longer than this (at most the broker's transaction.max.timeout.ms)"),
 ]
 
 _CONSUMER = [

@@ -28,7 +28,7 @@ from typing import Any, Callable, Coroutine, Iterable, Mapping, TypeVar
 from clients._loop import LoopThread
 from clients.types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
-from .aio.consumer import AsyncConsumer
+from .aio.consumer import AsyncConsumer, ConsumerGroupMetadata
 
 __all__ = ["Consumer"]
 
@@ -159,6 +159,11 @@ class Consumer:
                                  offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> Any:
             return await self._user.call(callback, err, offsets)
         self._run(self._c.commit_async(offsets, in_user_thread))
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """(group_id, generation_id, member_id, group_instance_id) of the current
+        membership, for a transactional producer's send_offsets_to_transaction()."""
+        return self._c.group_metadata()
 
     def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, OffsetAndMetadata | None]:
         return self._run(self._c.committed(list(partitions)))

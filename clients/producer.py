@@ -23,6 +23,13 @@ too, so `future.add_done_callback` functions run there as well.
 
 Thread-safe: any number of threads may call `send`/`flush` concurrently; records from one
 thread to one partition keep their order (the hand-off queue is first in, first out).
+
+Transactions (with `transactional.id`): `init_transactions`, `begin_transaction`,
+`send_offsets_to_transaction`, `commit_transaction`, `abort_transaction`, blocking versions
+of AsyncProducer's (clients/aio/transactions.py). `send` outside a transaction, or after
+the transaction or the producer failed, raises at once (TransactionStateError,
+TransactionAbortableError, ProducerFencedError); commit and abort first wait for the
+records sent before them to reach the core.
 """
 from __future__ import annotations
 
@@ -30,7 +37,7 @@ import collections
 import concurrent.futures
 import threading
 import time
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from clients._loop import LoopThread
 from clients.aio.errors import KafkaTimeoutError
@@ -80,6 +87,9 @@ class Producer:
         fails with the delivery error."""
         if self._closed:
             raise RuntimeError("send() on a closed Producer")
+        txn = self._core._txn
+        if txn is not None:
+            txn.state.check_send()      # checked again on the I/O thread, at append
         if not self._handoff_slots.acquire(timeout=self._max_block):
             raise KafkaTimeoutError(
                 f"send to {topic}: {_HANDOFF_LIMIT} records waited for the I/O thread longer "
@@ -150,6 +160,37 @@ class Producer:
         self._check_thread()
         remaining = self._handed_off(timeout)
         self._wait(self._core.flush(remaining))
+
+    # ------------------------------------------------------------------ transactions
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        """See AsyncProducer.init_transactions."""
+        self._wait(self._core.init_transactions(timeout))
+
+    def begin_transaction(self) -> None:
+        """See AsyncProducer.begin_transaction."""
+        self._wait(self._core.begin_transaction())
+
+    def send_offsets_to_transaction(self, offsets: Mapping[Any, Any] | Iterable[Any],
+                                    group_metadata: Any, timeout: float | None = None) -> None:
+        """See AsyncProducer.send_offsets_to_transaction."""
+        if not isinstance(offsets, Mapping):
+            offsets = list(offsets)
+        self._wait(self._core.send_offsets_to_transaction(offsets, group_metadata, timeout))
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """Wait for the records sent before the call to reach the core, then
+        AsyncProducer.commit_transaction."""
+        self._check_thread()
+        remaining = self._handed_off(timeout)
+        self._wait(self._core.commit_transaction(remaining))
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        """Wait for the records sent before the call to reach the core, then
+        AsyncProducer.abort_transaction."""
+        self._check_thread()
+        remaining = self._handed_off(timeout)
+        self._wait(self._core.abort_transaction(remaining))
 
     def partitions_for(self, topic: str) -> list[int]:
         """The topic's partition ids (waits up to max.block.ms for its metadata)."""

@@ -20,6 +20,10 @@ a time. So the broker always sees a partition's sequences in order: a retry can 
 recognised as a duplicate, never appended twice. Without retries pending, up to
 `max_in_flight` batches of a partition may be in flight.
 
+Transactions: a transactional producer sets `transactional` (batches are built with the
+transactional flag) and `gate`, which keeps a partition's batches out of `ready`/`drain`
+until the partition was added to the transaction (clients/aio/transactions.py).
+
 `buffer.memory` is accounted by record size estimate: `reserve` before appending,
 released when the batch completes (`deallocate`). Waiting for memory is the caller's
 business (the async producer awaits a condition); `waiting_for_memory` tells the
@@ -126,13 +130,14 @@ class ProducerBatch:
         self.size += size
         return len(self.records) - 1
 
-    def build(self, compression: int, level: int | None) -> bytes:
+    def build(self, compression: int, level: int | None, transactional: bool = False) -> bytes:
         """The batch's bytes; built once, again only if its producer identity changed."""
         if self.built is None:
             self.built = build_batch(self.records, compression=compression,
                                      producer_id=self.producer_id,
                                      producer_epoch=self.producer_epoch,
                                      base_sequence=self.base_sequence,
+                                     is_transactional=transactional,
                                      compression_level=level)
         return self.built
 
@@ -196,7 +201,7 @@ class RecordAccumulator:
     def __init__(self, *, batch_size: int = 16384, linger: float = 0.005,
                  buffer_memory: int = 32 * 1024 * 1024, compression: int = 0,
                  compression_level: int | None = None, delivery_timeout: float = 120.0,
-                 max_in_flight: int = 5, idempotent: bool = False):
+                 max_in_flight: int = 5, idempotent: bool = False, transactional: bool = False):
         self.batch_size = batch_size
         self.linger = linger
         self.buffer_memory = buffer_memory
@@ -205,6 +210,10 @@ class RecordAccumulator:
         self.delivery_timeout = delivery_timeout
         self.max_in_flight = max_in_flight
         self.idempotent = idempotent
+        self.transactional = transactional   # batches carry the transactional flag
+        # A transactional producer's gate: may batches of this partition be drained yet?
+        # (Only once AddPartitionsToTxn added it to the transaction.)
+        self.gate: Callable[[TopicPartition], bool] | None = None
         self.batches: dict[TopicPartition, deque[ProducerBatch]] = {}
         self.incomplete: set[ProducerBatch] = set()
         self.used = 0                    # buffer bytes reserved by records not yet done
@@ -280,8 +289,9 @@ class RecordAccumulator:
         unknown: set[str] = set()
         next_delay: float | None = None
         hurry = self.flushes > 0 or self.closing or self.waiting_for_memory > 0
+        gate = self.gate
         for tp, dq in self.batches.items():
-            if not dq:
+            if not dq or (gate is not None and not gate(tp)):
                 continue
             head = dq[0]
             leader = leader_of(tp)
@@ -321,9 +331,10 @@ class RecordAccumulator:
         # Rotate the starting partition so that no partition is always last to be drained.
         start = self._drain_start % len(tps)
         self._drain_start += 1
+        gate = self.gate
         for tp in tps[start:] + tps[:start]:
             dq = self.batches[tp]
-            if not dq:
+            if not dq or (gate is not None and not gate(tp)):
                 continue
             leader = leader_of(tp)
             if leader not in wanted:
@@ -351,7 +362,7 @@ class RecordAccumulator:
             batch.base_sequence = seq
             batch.built = None
             self.next_sequence[batch.tp] = (seq + len(batch.records)) & INT32_MAX
-        return batch.build(self.compression, self.compression_level)
+        return batch.build(self.compression, self.compression_level, self.transactional)
 
     # ------------------------------------------------------------------ outcomes
 

@@ -35,7 +35,7 @@ import asyncio
 import inspect
 import logging
 import re
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, NamedTuple
 
 from clients.config import ClientConfig, resolve
 from clients.protocol.errors import Code, KafkaError, for_code
@@ -47,11 +47,21 @@ from .fetcher import EARLIEST, LATEST, Fetcher
 from .group import GroupMember
 from .metadata import ClusterMetadata
 
-__all__ = ["AsyncConsumer"]
+__all__ = ["AsyncConsumer", "ConsumerGroupMetadata"]
 
 log = logging.getLogger("strom.client.consumer")
 
 CommitCallback = Callable[[Exception | None, Mapping[TopicPartition, OffsetAndMetadata]], Any]
+
+
+class ConsumerGroupMetadata(NamedTuple):
+    """The consumer's group membership, for a transactional producer's
+    send_offsets_to_transaction() (Kafka's ConsumerGroupMetadata)."""
+
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
 
 
 class AsyncConsumer:
@@ -447,6 +457,18 @@ class AsyncConsumer:
             task = asyncio.get_running_loop().create_task(self._commit_positions_quietly(list(offsets)))
             self._commit_tasks.add(task)
             task.add_done_callback(self._commit_tasks.discard)
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """group.id, and the generation and member id of the current membership (-1, ""
+        outside one), for send_offsets_to_transaction(). InvalidGroupIdError without
+        group.id."""
+        if not self.config["group.id"]:
+            raise for_code(Code.INVALID_GROUP_ID)("group_metadata() needs group.id")
+        g = self._group
+        if g is None:
+            return ConsumerGroupMetadata(self.config["group.id"], -1, "",
+                                         self.config["group.instance.id"])
+        return ConsumerGroupMetadata(g.group_id, g.generation, g.member_id, g.instance_id)
 
     async def committed(self, partitions: Iterable[TopicPartition]
                         ) -> dict[TopicPartition, OffsetAndMetadata | None]:

@@ -34,7 +34,12 @@ UNKNOWN_PRODUCER_ID, mean the broker lost the producer's state: as Kafka does si
 KIP-360, the producer waits for its in-flight requests, bumps its epoch and restarts every
 partition's sequence at 0 (its unacknowledged batches are re-sequenced and retried).
 Failing or expiring a batch that already had a sequence number also bumps the epoch, so
-no later batch is stuck behind the gap. Transactions are not implemented.
+no later batch is stuck behind the gap.
+
+Transactions (`transactional.id`; the API, state machine and coordinator requests are in
+clients/aio/transactions.py): the producer id comes from init_transactions(); send() works
+only inside a transaction; a partition's batches (flagged transactional) are drained only
+once the partition was added to the transaction; a failed batch makes it abortable.
 
 Concurrency: a single event loop; not thread-safe (the sync `clients.producer.Producer`
 runs one on a thread of its own).
@@ -60,6 +65,7 @@ from .accumulator import (BATCH_OVERHEAD, ProducerBatch, RecordAccumulator, Reco
 from .client import KafkaClient
 from .connection import BrokerConnection
 from .errors import KafkaConnectionError, KafkaTimeoutError
+from .transactions import ProducerTransactions, TransactionManager, is_fatal
 
 __all__ = ["AsyncProducer"]
 
@@ -123,15 +129,16 @@ def _resolver(f: "asyncio.Future[None]") -> Callable[[], None]:
     return resolve
 
 
-class AsyncProducer:
+class AsyncProducer(ProducerTransactions):
     """See the module docstring. Construct with a config dict and/or keyword arguments."""
 
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any):
         given = set(config or ()) | {k.replace("_", ".") for k in kwargs}
         cfg: ClientConfig = resolve("producer", config, **kwargs)
-        if cfg["transactional.id"] is not None:
-            raise ConfigError("transactional.id: transactions are not supported by strom's "
-                              "producer yet; leave it unset", "transactional.id")
+        tid: str | None = cfg["transactional.id"]
+        if tid is not None and not (tid and cfg["enable.idempotence"]):
+            raise ConfigError("transactional.id: transactions need a non-empty id and "
+                              "enable.idempotence=true", "enable.idempotence")
         self.config = cfg
         self._acks = acks_value(cfg["acks"])
         idempotent = bool(cfg["enable.idempotence"])
@@ -141,7 +148,7 @@ class AsyncProducer:
                         else "max.in.flight.requests.per.connection" if max_in_flight > 5
                         else None)
             if conflict is not None:
-                if "enable.idempotence" in given:
+                if "enable.idempotence" in given or tid is not None:
                     raise ConfigError(f"{conflict}: {cfg[conflict]} conflicts with "
                                       "enable.idempotence=true (needs acks=all, retries > 0, "
                                       "max.in.flight.requests.per.connection <= 5)", conflict)
@@ -155,7 +162,8 @@ class AsyncProducer:
             compression=codec_for_name(cfg["compression.type"]),
             compression_level=cfg["compression.level"],
             delivery_timeout=cfg.ms("delivery.timeout.ms"),
-            max_in_flight=self._max_in_flight, idempotent=idempotent)
+            max_in_flight=self._max_in_flight, idempotent=idempotent,
+            transactional=tid is not None)
         self._partitioner: PartitionerFn = cfg["partitioner"] or DefaultPartitioner(
             cfg["partitioner.ignore.keys"])
         self._sticky_hook = getattr(self._partitioner, "on_new_batch", None)
@@ -178,6 +186,14 @@ class AsyncProducer:
         self._started = False
         self._closed = False
         self.retried_batches = 0          # statistics: batches sent again after a failure
+        self._txn: TransactionManager | None = None
+        if tid is not None:
+            self._txn = TransactionManager(
+                self._client, self._acc, tid, cfg["transaction.timeout.ms"],
+                max_block=self._max_block, delivery_timeout=cfg.ms("delivery.timeout.ms"),
+                start=self.start, wake=self._wake.set, flush=self.flush,
+                drop_queued=self._drop_queued)
+            self._acc.gate = self._txn.state.sendable
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -230,6 +246,9 @@ class AsyncProducer:
         disconnect."""
         if self._closed:
             return
+        txn = self._txn
+        if txn is not None and self._started:
+            await txn.abort_open(timeout)   # as Kafka's close()
         self._closed = True
         self._acc.closing = True
         self._wake.set()
@@ -247,6 +266,8 @@ class AsyncProducer:
             t.cancel()
         if pending:
             await asyncio.wait(pending)
+        if txn is not None:
+            await txn.close()
         err = ProducerClosedError("the producer was closed before the record was delivered")
         for b in list(self._acc.incomplete):
             self._finish(b, error=err)
@@ -292,6 +313,9 @@ class AsyncProducer:
         the record waited before reaching here (the sync Producer's hand-off)."""
         if self._closed:
             raise ProducerClosedError("send() on a closed producer")
+        txn = self._txn
+        if txn is not None:
+            txn.state.check_send()
         if not self._started:
             await self.start()
         loop = asyncio.get_running_loop()
@@ -320,6 +344,12 @@ class AsyncProducer:
             raise ValueError(f"invalid partition {partition}")
         if not self._acc.reserve(size):
             await self._wait_for_memory(size, deadline)
+        if txn is not None:
+            try:
+                txn.state.check_send()          # again: the awaits above may have ended it
+            except Exception:
+                self._acc.used -= size
+                raise
         ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
         waiter = (fut, ts, -1 if key_bytes is None else len(key_bytes),
                   -1 if value_bytes is None else len(value_bytes), on_delivery)
@@ -336,6 +366,8 @@ class AsyncProducer:
             batch, created = acc.append(TopicPartition(topic, partition), record, size,
                                         waiter, now)
         assert batch is not None
+        if txn is not None:
+            txn.add_partition(batch.tp)
         if created or batch.size >= acc.batch_size:
             self._wake.set()
 
@@ -402,7 +434,12 @@ class AsyncProducer:
             if acc.closing and not acc.incomplete:
                 return
             delay: float | None = None
-            if self.idempotent and (acc.producer_id < 0 or self._need_bump):
+            if self._txn is not None and self._txn.state.failing and acc.has_queued:
+                dropped = self._txn.state.dropped_batch_error()   # aborting, or failed
+                assert dropped is not None
+                self._drop_queued(dropped)
+            if self._txn is None and self.idempotent and (acc.producer_id < 0
+                                                          or self._need_bump):
                 if acc.in_flight_count == 0 and acc.incomplete:
                     if not await self._init_producer_id():
                         await asyncio.sleep(self._backoff)
@@ -513,7 +550,7 @@ class AsyncProducer:
             topics.setdefault(b.tp.topic, []).append({"index": b.tp.partition,
                                                       "records": b.built})
             by_tp[(b.tp.topic, b.tp.partition)] = b
-        body = {"transactional_id": None, "acks": self._acks,
+        body = {"transactional_id": self._txn.tid if self._txn else None, "acks": self._acks,
                 "timeout_ms": int(self._request_timeout * 1000),
                 "topic_data": [{"name": t, "partition_data": pd} for t, pd in topics.items()]}
         try:
@@ -561,13 +598,14 @@ class AsyncProducer:
         err = for_code(code)(f"{b.tp}: {msg}" if msg else f"producing to {b.tp}")
         if code in _METADATA_ERRORS:
             self._client.metadata.request_update()
-        if self.idempotent and code == _OUT_OF_ORDER_SEQUENCE \
-                and not self._acc.is_next_sequence(b):
+        # (Transactional: any such failure makes the transaction abortable; its abort
+        # bumps the epoch.)
+        kip360 = self.idempotent and self._txn is None
+        if kip360 and code == _OUT_OF_ORDER_SEQUENCE and not self._acc.is_next_sequence(b):
             # An earlier batch of the partition failed; this one follows it again.
             self._retry_or_fail(b, err, force=True)
             return
-        if self.idempotent and code in (_OUT_OF_ORDER_SEQUENCE,
-                                        _UNKNOWN_PRODUCER_ID):
+        if kip360 and code in (_OUT_OF_ORDER_SEQUENCE, _UNKNOWN_PRODUCER_ID):
             # The broker lost this producer's state (KIP-360): new epoch, sequences from 0.
             log.warning("%s: %s for sequence %d; bumping the producer epoch",
                         b.tp, err.name, b.base_sequence)
@@ -578,6 +616,8 @@ class AsyncProducer:
 
     def _retry_or_fail(self, b: ProducerBatch, err: Exception, force: bool = False) -> None:
         retriable = force or getattr(err, "retriable", False)
+        if self._txn is not None and (self._txn.state.failing or is_fatal(err)):
+            retriable = False           # aborting or failed: nothing more is sent
         now = asyncio.get_running_loop().time()
         if not retriable or b.attempts > self._retries or now >= b.deadline:
             self._finish(b, error=err)
@@ -589,14 +629,26 @@ class AsyncProducer:
         self._acc.reenqueue(b, now, backoff)
         self._wake.set()
 
+    def _drop_queued(self, error: BaseException) -> None:
+        """Fail every batch not sent yet (a transaction aborted or failed)."""
+        for b in self._acc.abort_all(error):
+            self._finish(b, error=error)    # type: ignore[arg-type]
+
     def _finish(self, b: ProducerBatch, base_offset: int = -1, log_append_time: int = -1,
                 error: Exception | None = None) -> None:
         if b.done:
             return
         if error is not None and self.idempotent and b.base_sequence >= 0 and not self._closed:
             # A failed or expired batch that had sequence numbers leaves a gap the broker
-            # would make every later batch of its partition wait for: start a new epoch.
-            self._need_bump = True
+            # would make every later batch of its partition wait for: start a new epoch
+            # (a transactional producer: once the transaction is aborted).
+            if self._txn is not None:
+                self._txn.need_bump = True
+            else:
+                self._need_bump = True
+        if error is not None and self._txn is not None and not self._closed:
+            self._txn.state.failed(error)
+            self._wake.set()
         self._acc.deallocate(b)
         if error is None:
             b.complete(base_offset, log_append_time)

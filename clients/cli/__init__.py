@@ -9,6 +9,7 @@ used by the bin/kafka-*.sh wrappers and the console scripts:
     consumer_groups   kafka-consumer-groups    list / describe / delete groups, reset offsets
     get_offsets       kafka-get-offsets        earliest / latest / by-time offsets
     configs           kafka-configs            describe / alter topic and broker configs
+    transactions      kafka-transactions       list / describe transactions, find and abort hanging ones
 
 Shared plumbing (bootstrap, properties files, timeouts, one-line errors) is in `common`.
 """

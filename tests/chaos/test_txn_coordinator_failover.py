@@ -20,7 +20,6 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.support.wire import WireClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -30,20 +29,10 @@ TXNS_PER_ROUND = 25
 
 
 def coordinator_of(cluster, tid: str) -> int:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        for i, b in enumerate(cluster.brokers):
-            if not cluster.running(i):
-                continue
-            try:
-                with WireClient("127.0.0.1", b.port) as w:
-                    r = w.request("FindCoordinator", 3, {"key": tid, "key_type": 1})
-                if r.error_code == 0:
-                    return r.node_id
-            except OSError:
-                pass
-        time.sleep(0.2)
-    raise AssertionError("no transaction coordinator")
+    def found() -> tuple[int] | None:
+        node = cluster.transaction_coordinator(tid)
+        return None if node is None else (node,)      # broker 0 is falsy: wrap it
+    return cluster.wait_until(found, timeout=60, message="a transaction coordinator")[0]
 
 
 def new_producer(cluster, tid: str) -> Producer:
@@ -89,6 +78,7 @@ def run_round(cluster, tid: str, round_no: int, committed: set[str]) -> None:
                     break
     finally:
         killer.join()
+        cluster.wait_for_broker_gone(victim)      # its session must expire first
         cluster.restart(victim)
 
 

@@ -21,6 +21,7 @@ from confluent_kafka import Producer as CKProducer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from clients.aio.errors import KafkaTimeoutError
+from clients.aio.transactions import TransactionStateError
 from clients.config import ConfigError
 from clients.partitioner import partition_for_key
 from clients.producer import Producer
@@ -286,6 +287,22 @@ def test_max_request_size_is_enforced_at_send(shared_broker):
         assert p.send(topic, b"x" * 500).result(10).offset == 0
 
 
-def test_transactional_id_is_refused():
+def test_transactions_need_idempotence_and_a_transactional_id(shared_broker):
+    # Kafka's rules: transactional.id needs the idempotent producer, so a setting that
+    # conflicts with it is an error even when enable.idempotence is left at its default.
+    with pytest.raises(ConfigError, match="enable.idempotence"):
+        Producer(bootstrap_servers="127.0.0.1:1", transactional_id="tx", enable_idempotence=False)
+    with pytest.raises(ConfigError, match="acks"):
+        Producer(bootstrap_servers="127.0.0.1:1", transactional_id="tx", acks=1)
     with pytest.raises(ConfigError, match="transactional.id"):
-        Producer(bootstrap_servers="127.0.0.1:1", transactional_id="tx")
+        Producer(bootstrap_servers="127.0.0.1:1", transactional_id="")
+    with Producer(bootstrap_servers=shared_broker.bootstrap) as p:
+        with pytest.raises(TransactionStateError, match="transactional.id"):
+            p.begin_transaction()
+        with pytest.raises(TransactionStateError, match="transactional.id"):
+            p.init_transactions(5)
+    with Producer(bootstrap_servers=shared_broker.bootstrap, transactional_id="tx-unit") as t:
+        with pytest.raises(TransactionStateError, match="init_transactions"):
+            t.send("strom-txn-refused", b"v")
+        with pytest.raises(TransactionStateError):
+            t.begin_transaction()

@@ -222,6 +222,22 @@ class Cluster:
     def broker_registration(self, broker_id: int) -> dict | None:
         return self._get_json(f"/brokers/ids/{broker_id}")
 
+    def transaction_coordinator(self, transactional_id: str) -> int | None:
+        """The broker a running broker names (FindCoordinator, key type 1) as coordinating
+        `transactional_id`; None if none answers."""
+        from tests.support.wire import WireClient
+        for i, b in enumerate(self.brokers):
+            if not self.running(i):
+                continue
+            try:
+                with WireClient("127.0.0.1", b.port) as w:
+                    r = w.request("FindCoordinator", 3, {"key": transactional_id, "key_type": 1})
+            except OSError:
+                continue
+            if r.error_code == 0:
+                return r.node_id
+        return None
+
     def controller_id(self) -> int | None:
         """The broker id in /controller, or None while no controller is elected."""
         data = self._get_json("/controller")
