@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PARTITIONS = 3
 # The long form paces the application so that its work lasts about as long as 50 faults.
 SHORT = {"per_partition": 3000, "max_batch": 200, "pace": 0.0}
-LONG = {"per_partition": 30000, "max_batch": 100, "pace": 0.3}
+LONG = {"per_partition": 10000, "max_batch": 100, "pace": 0.1}
 
 
 def fill_input(cluster, per_partition: int) -> None:
