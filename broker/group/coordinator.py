@@ -498,6 +498,10 @@ class GroupCoordinator:
                     results[tp] = e.code
         return results
 
+    def has_pending_txn_commit(self, group_id: str, tp: tuple[str, int]) -> bool:
+        """A transactional commit of this offset waits for its transaction's marker."""
+        return self.store.has_pending(group_id, tp)
+
     def complete_txn(self, offsets_partition: int, producer_id: int, commit: bool) -> None:
         """A transaction's marker reached an offsets partition led here."""
         self.store.complete_txn(offsets_partition, producer_id, commit)

@@ -41,7 +41,7 @@ class GroupMetadataManager:
         self.replication_factor = settings.replication_factor
         self.segment_bytes = settings.segment_bytes
         self.retention_ms = settings.retention_ms
-        self.store = OffsetStore(replicas, self.num_partitions)
+        self.store = OffsetStore(replicas, self.num_partitions, settings.commit_timeout_ms / 1000.0)
         self.groups: dict[str, Group] = {}
         self.partitions: dict[int, str] = {}          # offsets partition -> LOADING / LOADED
 

@@ -23,12 +23,14 @@ from clients.protocol.records import Record, build_batch
 from ..key_hash import partition_for_key
 from ..log import ORIGIN_COORDINATOR
 from ..log.keyed_replay import TxnMarker, TxnRecord, replay_with_markers
+from ..replication.coordinator_writes import COORDINATOR_WRITE_ERRORS
 from ..replication.replica_manager import ReplicaManager
 from . import records as R
 
 log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
+
 LOAD_CHUNK_BYTES = 1 << 20
 
 
@@ -47,9 +49,10 @@ class CommittedOffset:
 class OffsetStore:
     """Committed offsets of every group this broker coordinates; appends go to the log first."""
 
-    def __init__(self, replicas: ReplicaManager, num_partitions: int):
+    def __init__(self, replicas: ReplicaManager, num_partitions: int, commit_timeout_s: float = 5.0):
         self.replicas = replicas
         self.num_partitions = num_partitions
+        self.commit_timeout_s = commit_timeout_s        # offsets.commit.timeout.ms
         self.offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
         # Transactional commits waiting for their marker: producer id -> group -> offsets.
         self.pending: dict[int, dict[str, dict[tuple[str, int], CommittedOffset]]] = {}
@@ -59,9 +62,16 @@ class OffsetStore:
 
     # ------------------------------------------------------------------ writes
     async def append(self, group_id: str, entries: Sequence[tuple[bytes, bytes | None]]) -> None:
-        """Append records to the group's partition; raises the append's KafkaError."""
+        """Append records to the group's partition and wait until the ISR has them (acks=all,
+        as Kafka's offsets.commit.required.acks=-1); raises the KafkaError a client gets."""
+        partition = self.partition_for(group_id)
         batch = build_batch([Record(k, v) for k, v in entries])
-        self.replicas.append(OFFSETS_TOPIC, self.partition_for(group_id), batch)
+        await self._replicated(partition, self.replicas.append(OFFSETS_TOPIC, partition, batch, -1),
+                               self.commit_timeout_s)
+
+    async def _replicated(self, partition: int, info: Any, timeout_s: float) -> None:
+        code = await self.replicas.wait_replicated(OFFSETS_TOPIC, partition, info.last_offset + 1, timeout_s)
+        raise_for_code(COORDINATOR_WRITE_ERRORS.get(code, code))
 
     async def commit(self, group_id: str, commits: dict[tuple[str, int], CommittedOffset]) -> None:
         await self.append(group_id, [
@@ -89,9 +99,8 @@ class OffsetStore:
                                     R.offset_value(c.offset, c.leader_epoch, c.metadata, c.commit_timestamp))
                              for (t, p), c in commits.items()],
                             producer_id=producer_id, producer_epoch=producer_epoch, is_transactional=True)
-        info = self.replicas.append(OFFSETS_TOPIC, partition, batch, -1, ORIGIN_COORDINATOR)
-        raise_for_code(await self.replicas.wait_replicated(OFFSETS_TOPIC, partition,
-                                                           info.last_offset + 1, timeout_s))
+        await self._replicated(partition, self.replicas.append(OFFSETS_TOPIC, partition, batch, -1,
+                                                               ORIGIN_COORDINATOR), timeout_s)
         self.pending.setdefault(producer_id, {}).setdefault(group_id, {}).update(commits)
 
     def complete_txn(self, partition: int, producer_id: int, commit: bool) -> None:

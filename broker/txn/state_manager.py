@@ -22,6 +22,7 @@ from clients.protocol.records import Record, build_batch
 from zkcoord.store import MetadataStore
 
 from ..log.keyed_replay import replay_keyed_records
+from ..replication.coordinator_writes import COORDINATOR_WRITE_ERRORS
 from ..replication.replica_manager import ReplicaManager
 from ..topic_admin import TopicAdmin
 from . import log_records as L
@@ -33,15 +34,6 @@ log = logging.getLogger(__name__)
 TXN_TOPIC = "__transaction_state"
 LOADING = -1                        # a partition being loaded has no coordinator epoch yet
 
-# Kafka's TransactionStateManager.appendTransactionToLog: what a failed write means to a client.
-_WRITE_ERRORS = {
-    Code.UNKNOWN_TOPIC_OR_PARTITION: Code.COORDINATOR_NOT_AVAILABLE,
-    Code.NOT_ENOUGH_REPLICAS: Code.COORDINATOR_NOT_AVAILABLE,
-    Code.NOT_ENOUGH_REPLICAS_AFTER_APPEND: Code.COORDINATOR_NOT_AVAILABLE,
-    Code.REQUEST_TIMED_OUT: Code.COORDINATOR_NOT_AVAILABLE,
-    Code.NOT_LEADER_OR_FOLLOWER: Code.NOT_COORDINATOR,
-    Code.KAFKA_STORAGE_ERROR: Code.NOT_COORDINATOR,
-}
 
 
 def to_log_value(t: TxnTransit) -> L.TxnLogValue:
@@ -186,7 +178,7 @@ class TransactionStateManager:
                 code = Code.NOT_COORDINATOR         # the partition moved while we waited
         if code != 0:
             meta.abort_pending()
-            mapped = _WRITE_ERRORS.get(code, Code.UNKNOWN_SERVER_ERROR)
+            mapped = COORDINATOR_WRITE_ERRORS.get(code, Code.UNKNOWN_SERVER_ERROR)
             log.info("%s: writing %s failed with %s (%s to the client)", tid, transit.state.kafka_name,
                      for_code(code).name, for_code(mapped).name)
             return mapped

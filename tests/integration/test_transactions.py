@@ -222,3 +222,32 @@ def test_an_abandoned_transaction_is_aborted_after_its_timeout(cluster):
     waited = time.monotonic() - started
     assert got == b"after"
     assert waited < 15, f"the LSO moved after {waited:.1f} s"
+
+
+def test_offset_fetch_with_require_stable_waits_for_the_transactional_commit(cluster):
+    """KIP-447: while a transactional offset commit waits for its transaction's marker,
+    OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for that partition; once
+    committed, the offset."""
+    from clients.protocol.errors import Code
+    from tests.support.wire import WireClient
+    c = cluster
+    source = new_topic(c, 1)
+    group = f"stable-{uuid.uuid4()}"
+    producer = txn_producer(c, f"stable-{group}")
+    producer.begin_transaction()
+    producer.produce(source, b"x", partition=0)
+    member = Consumer({"bootstrap.servers": c.bootstrap, "group.id": group, "log_level": 0})
+    producer.send_offsets_to_transaction([TopicPartition(source, 0, 7)], member.consumer_group_metadata())
+    member.close()
+    with WireClient("127.0.0.1", c.broker(0).port) as w:
+        found = w.request("FindCoordinator", 3, {"key": group, "key_type": 0})
+    body = {"group_id": group, "topics": [{"name": source, "partition_indexes": [0]}], "require_stable": True}
+
+    def fetch() -> tuple[int, int]:
+        with WireClient(found.host, found.port) as w:
+            p = w.request("OffsetFetch", 7, body).topics[0].partitions[0]
+        return p.error_code, p.committed_offset
+
+    assert fetch() == (Code.UNSTABLE_OFFSET_COMMIT, -1)
+    producer.commit_transaction(30)
+    assert c.wait_until(lambda: fetch() == (0, 7), timeout=10)

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from clients.protocol.errors import Code
+
 from ...group.coordinator import GroupCoordinator
 from ..dispatch import RequestContext, handles
 
@@ -47,7 +49,8 @@ async def txn_offset_commit(services: OffsetCommitServices, request, ctx: Reques
         for t in request.topics]}
 
 
-def _fetch_group(services: OffsetCommitServices, group_id: str, topics, version: int) -> tuple[int, list[dict]]:
+def _fetch_group(services: OffsetCommitServices, group_id: str, topics, version: int,
+                 require_stable: bool = False) -> tuple[int, list[dict]]:
     tps = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
     code, found = services.groups.fetch_offsets(group_id, tps)
     if code:
@@ -57,12 +60,18 @@ def _fetch_group(services: OffsetCommitServices, group_id: str, topics, version:
                  "metadata": "", "error_code": code} for p in t.partition_indexes]} for t in topics]
     by_topic: dict[str, list[dict]] = {}
     for (topic, partition), c in found.items():
+        if require_stable and services.groups.has_pending_txn_commit(group_id, (topic, partition)):
+            # KIP-447: a transactional commit of this offset waits for its marker.
+            c = None
+            error = Code.UNSTABLE_OFFSET_COMMIT
+        else:
+            error = 0
         by_topic.setdefault(topic, []).append({
             "partition_index": partition,
             "committed_offset": c.offset if c else -1,
             "committed_leader_epoch": c.leader_epoch if c else -1,
             "metadata": c.metadata if c else "",
-            "error_code": 0})
+            "error_code": error})
     return 0, [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
 
 
@@ -72,11 +81,12 @@ def offset_fetch(services: OffsetCommitServices, request, ctx: RequestContext) -
     if v >= 8:
         groups = []
         for g in request.groups:
-            code, topics = _fetch_group(services, g.group_id, g.topics, v)
+            code, topics = _fetch_group(services, g.group_id, g.topics, v, request.require_stable)
             groups.append({"group_id": g.group_id, "topics": topics, "error_code": code})
         return {"throttle_time_ms": 0, "groups": groups}
     # v2+: null topics means every committed offset of the group.
-    code, out = _fetch_group(services, request.group_id, request.topics, v)
+    code, out = _fetch_group(services, request.group_id, request.topics, v,
+                             v >= 7 and request.require_stable)
     if v < 2 and code:
         # v0/v1 have no top-level error: it goes on every partition.
         return {"throttle_time_ms": 0, "topics": out}
