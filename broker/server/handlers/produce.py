@@ -17,7 +17,8 @@ import asyncio
 import logging
 from typing import Any, Coroutine, Protocol
 
-from clients.protocol.batch_header import ATTRIBUTES_OFFSET, HEADER_SIZE, TRANSACTIONAL, read_header
+from clients.protocol.batch_header import (ATTRIBUTES_OFFSET, HEADER_SIZE, MAGIC_OFFSET, TRANSACTIONAL,
+                                           read_header)
 from clients.protocol.errors import Code, KafkaError, UnsupportedForMessageFormatError, for_code
 
 from ...config import BrokerConfig
@@ -68,7 +69,7 @@ def produce(services: ProduceServices, request, ctx: RequestContext
                 entry["error_code"] = Code.INVALID_REQUIRED_ACKS
             elif records is None or len(records) == 0:
                 entry["error_code"] = Code.INVALID_RECORD if ctx.version >= 8 else Code.CORRUPT_MESSAGE
-            elif verifier is not None and len(records) >= HEADER_SIZE \
+            elif verifier is not None and len(records) >= HEADER_SIZE and records[MAGIC_OFFSET] == 2 \
                     and records[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL \
                     and _needs_verification(services, verifier, topic.name, pd.index, records):
                 h = read_header(records)
@@ -136,8 +137,17 @@ def _needs_verification(services: ProduceServices, verifier: TxnVerifier, topic:
     h = read_header(records)
     if verifier.waiting(topic, index, h.producer_id) is not None:
         return True
-    state = p.log.producers.last_entry(h.producer_id)
-    return state is None or state.current_txn_first_offset is None or state.producer_epoch != h.producer_epoch
+    return _transaction_unseen(services, topic, index, h.producer_id, h.producer_epoch)
+
+
+def _transaction_unseen(services: ProduceServices, topic: str, index: int, producer_id: int,
+                        producer_epoch: int) -> bool:
+    """The partition has no transaction of this producer open at this epoch."""
+    p = services.replicas.maybe_get(topic, index)
+    if p is None:
+        return True
+    state = p.log.producers.last_entry(producer_id)
+    return state is None or state.current_txn_first_offset is None or state.producer_epoch != producer_epoch
 
 
 async def _verify_then_append(services: ProduceServices, verifier: TxnVerifier, transactional_id: str | None,
@@ -153,7 +163,11 @@ async def _verify_then_append(services: ProduceServices, verifier: TxnVerifier, 
         for d in deferred:
             by_producer.setdefault((d[4], d[5]), []).append(d)
         for (pid, epoch), items in by_producer.items():
-            codes = await verifier.verify(transactional_id, pid, epoch, [(t, i) for _, t, i, *_ in items])
+            # An append queued behind another may find the transaction open by now.
+            ask = [(t, i) for _, t, i, *_ in items if _transaction_unseen(services, t, i, pid, epoch)]
+            codes = dict.fromkeys(((t, i) for _, t, i, *_ in items), 0)
+            if ask:
+                codes.update(await verifier.verify(transactional_id, pid, epoch, ask))
             for entry, topic, index, records, *_ in items:
                 code = codes.get((topic, index), Code.INVALID_TXN_STATE)
                 if code:
