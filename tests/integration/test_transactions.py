@@ -96,6 +96,45 @@ def test_confluent_commit_and_abort_as_both_isolation_levels_see_them(cluster):
         offsets = [o for pp, o, _ in everything if pp == part]
         gaps = [b - a - 1 for a, b in zip(offsets, offsets[1:]) if b - a > 1]
         assert gaps == ([1, 1] if part == 0 else [1])
+    # The other libraries' consumers get exactly the same records at the same offsets.
+    for isolation, expected in (("read_committed", committed), ("read_uncommitted", everything)):
+        assert kafka_python_read(c, topic, isolation) == expected, f"kafka-python {isolation}"
+        assert aiokafka_read(c, topic, isolation) == expected, f"aiokafka {isolation}"
+
+
+def kafka_python_read(c: Cluster, topic: str, isolation: str) -> list[tuple[int, int, bytes]]:
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KpTopicPartition
+    consumer = KafkaConsumer(bootstrap_servers=c.bootstrap, isolation_level=isolation,
+                             enable_auto_commit=False, consumer_timeout_ms=3000)
+    try:
+        consumer.assign([KpTopicPartition(topic, p) for p in range(PARTITIONS)])
+        consumer.seek_to_beginning()
+        return sorted((m.partition, m.offset, m.value) for m in consumer)
+    finally:
+        consumer.close()
+
+
+def aiokafka_read(c: Cluster, topic: str, isolation: str) -> list[tuple[int, int, bytes]]:
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka.structs import TopicPartition as AioTopicPartition
+
+    async def read() -> list[tuple[int, int, bytes]]:
+        consumer = AIOKafkaConsumer(bootstrap_servers=c.bootstrap, isolation_level=isolation,
+                                    enable_auto_commit=False)
+        await consumer.start()
+        try:
+            consumer.assign([AioTopicPartition(topic, p) for p in range(PARTITIONS)])
+            await consumer.seek_to_beginning()
+            got: list[tuple[int, int, bytes]] = []
+            while True:
+                batch = await consumer.getmany(timeout_ms=2000)
+                if not batch:
+                    return sorted(got)
+                got.extend((m.partition, m.offset, m.value) for ms in batch.values() for m in ms)
+        finally:
+            await consumer.stop()
+    return asyncio.run(read())
 
 
 def test_kafka_python_and_aiokafka_transactional_producers(cluster):
