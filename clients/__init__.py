@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from clients.serde import (AvroSerde, BytesSerde, Deserializer, IntegerSerde, JsonSerde,
                                LongSerde, Serde, Serializer, StringSerde)
     from clients.types import (ConsumerRecord, NewTopic, OffsetAndMetadata, OffsetAndTimestamp,
-                               RecordMetadata, TopicPartition)
+                               PreparedTransaction, RecordMetadata, TopicPartition)
 
 _HOME = {
     "AdminClient": "clients.admin", "Consumer": "clients.consumer", "Producer": "clients.producer",
@@ -35,7 +35,7 @@ _HOME = {
         "Serde", "Serializer", "StringSerde")},
     **{name: "clients.types" for name in (
         "ConsumerRecord", "NewTopic", "OffsetAndMetadata", "OffsetAndTimestamp",
-        "RecordMetadata", "TopicPartition")},
+        "PreparedTransaction", "RecordMetadata", "TopicPartition")},
 }
 
 __all__ = sorted(_HOME)

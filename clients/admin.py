@@ -19,12 +19,14 @@ from typing import Any, Coroutine, Iterable, Mapping, TypeVar
 from clients._loop import LoopThread
 from clients.aio.admin import (AsyncAdminClient, BrokerInfo, ClusterDescription, ConfigEntry,
                                GroupDescription, GroupListing, MemberDescription, OffsetSpec,
-                               PartitionDescription, ResourceType, TopicDescription)
-from clients.types import NewTopic, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+                               PartitionDescription, ResourceType, TopicDescription,
+                               TransactionDescription)
+from clients.types import (NewTopic, OffsetAndMetadata, OffsetAndTimestamp, PreparedTransaction,
+                           TopicPartition)
 
 __all__ = ["AdminClient", "ClusterDescription", "BrokerInfo", "TopicDescription",
            "PartitionDescription", "ConfigEntry", "GroupListing", "GroupDescription",
-           "MemberDescription", "NewTopic"]
+           "MemberDescription", "NewTopic", "TransactionDescription"]
 
 T = TypeVar("T")
 
@@ -115,6 +117,16 @@ class AdminClient:
 
     def delete_records(self, before: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
         return self._run(self._admin.delete_records(before))
+
+    # ------------------------------------------------------------------ transactions
+
+    def describe_transactions(self, transactional_ids: Iterable[str],
+                              timeout: float | None = None) -> dict[str, TransactionDescription]:
+        return self._run(self._admin.describe_transactions(list(transactional_ids), timeout))
+
+    def complete_transaction(self, prepared: PreparedTransaction, commit: bool = True,
+                             timeout: float | None = None) -> None:
+        return self._run(self._admin.complete_transaction(prepared, commit, timeout))
 
 
 async def _make(config: Mapping[str, Any] | None, kwargs: dict[str, Any]) -> AsyncAdminClient:

@@ -25,7 +25,8 @@ Thread-safe: any number of threads may call `send`/`flush` concurrently; records
 thread to one partition keep their order (the hand-off queue is first in, first out).
 
 Transactions (with `transactional.id`): `init_transactions`, `begin_transaction`,
-`send_offsets_to_transaction`, `commit_transaction`, `abort_transaction`, blocking versions
+`send_offsets_to_transaction`, `commit_transaction`, `abort_transaction` and
+`prepare_transaction` (two-phase commit: deliver, leave open), blocking versions
 of AsyncProducer's (clients/aio/transactions.py). `send` outside a transaction, or after
 the transaction or the producer failed, raises at once (TransactionStateError,
 TransactionAbortableError, ProducerFencedError); commit and abort first wait for the
@@ -42,7 +43,7 @@ from typing import Any, Iterable, Mapping
 from clients._loop import LoopThread
 from clients.aio.errors import KafkaTimeoutError
 from clients.aio.producer import AsyncProducer, Headers
-from clients.types import DeliveryCallback, RecordMetadata
+from clients.types import DeliveryCallback, PreparedTransaction, RecordMetadata
 
 __all__ = ["Producer"]
 
@@ -184,6 +185,13 @@ class Producer:
         self._check_thread()
         remaining = self._handed_off(timeout)
         self._wait(self._core.commit_transaction(remaining))
+
+    def prepare_transaction(self, timeout: float | None = None) -> PreparedTransaction:
+        """Wait for the records sent before the call to reach the core, then
+        AsyncProducer.prepare_transaction."""
+        self._check_thread()
+        remaining = self._handed_off(timeout)
+        return self._wait(self._core.prepare_transaction(remaining))
 
     def abort_transaction(self, timeout: float | None = None) -> None:
         """Wait for the records sent before the call to reach the core, then

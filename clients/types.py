@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, Callable, NamedTuple, Sequence
 
 __all__ = ["TopicPartition", "OffsetAndMetadata", "OffsetAndTimestamp", "RecordMetadata",
-           "ConsumerRecord", "NewTopic", "Header", "DeliveryCallback", "TIMESTAMP_CREATE_TIME",
+           "ConsumerRecord", "NewTopic", "PreparedTransaction", "Header", "DeliveryCallback", "TIMESTAMP_CREATE_TIME",
            "TIMESTAMP_LOG_APPEND_TIME", "TIMESTAMP_NOT_AVAILABLE"]
 
 Header = tuple[str, bytes | None]
@@ -78,3 +78,17 @@ class NewTopic(NamedTuple):
     replication_factor: int = -1
     config: dict[str, str] = {}
     replica_assignment: dict[int, list[int]] | None = None
+
+
+class PreparedTransaction(NamedTuple):
+    """A transaction a producer delivered but left open (`Producer.prepare_transaction()`),
+    for another process to commit or abort by its producer id and epoch
+    (`AdminClient.complete_transaction`). Producer id -1: nothing was sent, nothing to end."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+
+    @property
+    def empty(self) -> bool:
+        return self.producer_id < 0

@@ -166,6 +166,12 @@ def job_parser(prog: str, description: str, topics: dict[str, tuple[str, str]],
     p.add_argument("--source-option", action="append", type=key_value_arg, default=[],
                    metavar="KEY=VALUE", help="Extra option of the strom source (repeatable), "
                                              "e.g. kafka.request.timeout.ms=60000.")
+    p.add_argument("--delivery", choices=("exactly-once", "at-least-once"),
+                   default="exactly-once",
+                   help="Output topics: exactly-once (default) writes each micro-batch in "
+                        "Kafka transactions the driver commits, so read_committed consumers see "
+                        "each record once even across a driver crash and restart; "
+                        "at-least-once (Spark's Kafka sink) may repeat a batch after a crash.")
     p.add_argument("--partitions", type=int, default=DEFAULT_PARTITIONS, metavar="N",
                    help=f"Partitions of output topics the job creates when missing "
                         f"(default {DEFAULT_PARTITIONS}).")
@@ -231,11 +237,13 @@ def start_parquet(df: "DataFrame", args: argparse.Namespace, name: str, path: st
 
 def start_topic(df: "DataFrame", args: argparse.Namespace, name: str, topic: str,
                 checkpoint: str) -> "StreamingQuery":
-    """Append-mode strom sink; `df` has `key` and `value` columns (binary)."""
+    """Append-mode strom sink; `df` has `key` and `value` columns (binary). Exactly once
+    unless `--delivery at-least-once`."""
     return (df.select("key", "value").writeStream.queryName(name).format(FORMAT)
             .outputMode("append")
             .option("kafka.bootstrap.servers", args.bootstrap_server)
             .option("topic", topic).option("checkpointLocation", checkpoint)
+            .option("exactlyOnce", str(args.delivery == "exactly-once").lower())
             .trigger(**_trigger(args)).start())
 
 

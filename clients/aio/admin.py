@@ -8,7 +8,9 @@ as Kafka's AdminClient does:
     broker resources;
   - ListGroups: every broker (each knows only the groups it coordinates), answers merged;
   - DescribeGroups, DeleteGroups, OffsetFetch, OffsetCommit: the group's coordinator;
-  - ListOffsets, DeleteRecords: each partition's leader.
+  - ListOffsets, DeleteRecords: each partition's leader;
+  - DescribeTransactions, EndTxn (completing a prepared transaction): the transactional id's
+    coordinator (FindCoordinator key_type 1).
 
 Errors: a method raises the error-table class (`clients.protocol.errors`) of the first
 failure, its message naming the resource ("topic nope", "group g1", "partition t-3").
@@ -35,17 +37,19 @@ from clients.config import resolve
 from clients.protocol.errors import Code, KafkaError, for_code
 from clients.protocol.messages import api
 from clients.protocol.schema import Struct
-from clients.types import NewTopic, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+from clients.types import (NewTopic, OffsetAndMetadata, OffsetAndTimestamp, PreparedTransaction,
+                           TopicPartition)
 
 from .client import KafkaClient
 from .connection import BrokerConnection
 from .errors import KafkaConnectionError, KafkaTimeoutError
 from .metadata import BrokerInfo, ClusterMetadata
 from .pool import Node
+from .transactions import coordinated
 
 __all__ = ["AsyncAdminClient", "ClusterDescription", "BrokerInfo", "TopicDescription",
            "PartitionDescription", "ConfigEntry", "GroupListing", "GroupDescription",
-           "MemberDescription", "decode_consumer_assignment"]
+           "MemberDescription", "TransactionDescription", "decode_consumer_assignment"]
 
 T = TypeVar("T")
 ResourceType = Literal["topic", "broker"]
@@ -102,6 +106,16 @@ class GroupDescription(NamedTuple):
     protocol_type: str
     protocol: str                  # the assignor chosen, while the group is Stable
     members: list[MemberDescription]
+
+
+class TransactionDescription(NamedTuple):
+    transactional_id: str
+    state: str                     # Kafka's names: Empty, Ongoing, PrepareCommit, CompleteCommit, ...
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    start_ms: int                  # -1 unless a transaction is open
+    partitions: list[TopicPartition]
 
 
 _RESOURCE_TYPES = {"topic": 2, "broker": 4}
@@ -752,6 +766,46 @@ class AsyncAdminClient:
             return {TopicPartition(t.name, p.partition_index): (p.error_code, p.low_watermark)
                     for t in resp.topics for p in t.partitions}
         return await self._on_leaders("delete_records", before, deadline, call)
+
+    # ------------------------------------------------------------------ transactions
+
+    async def describe_transactions(self, transactional_ids: Iterable[str],
+                                    timeout: float | None = None
+                                    ) -> dict[str, TransactionDescription]:
+        """The coordinator's state of each transactional id; ids it does not know are left
+        out."""
+        await self.start()
+        deadline = self._deadline(timeout)
+        out: dict[str, TransactionDescription] = {}
+        for tid in transactional_ids:
+            def code(resp: Struct) -> int:
+                c = resp.transaction_states[0].error_code
+                return 0 if c == Code.TRANSACTIONAL_ID_NOT_FOUND else c
+            resp = await coordinated(self._client, tid, 1, "DescribeTransactions",
+                                     {"transactional_ids": [tid]}, deadline, code)
+            e = resp.transaction_states[0]
+            if e.error_code == Code.TRANSACTIONAL_ID_NOT_FOUND:
+                continue
+            out[tid] = TransactionDescription(
+                tid, e.transaction_state, e.producer_id, e.producer_epoch,
+                e.transaction_timeout_ms, e.transaction_start_time_ms,
+                sorted(TopicPartition(t.topic, p) for t in e.topics for p in t.partitions))
+        return out
+
+    async def complete_transaction(self, prepared: PreparedTransaction, commit: bool = True,
+                                   timeout: float | None = None) -> None:
+        """Commit (or abort) a transaction another process prepared
+        (`Producer.prepare_transaction()`): EndTxn with its producer id and epoch. Safe to
+        repeat: ending it the same way again succeeds. InvalidTxnStateError when it was
+        ended the other way, ProducerFencedError / InvalidProducerEpochError when a newer
+        producer took the transactional id (which aborts the prepared transaction)."""
+        if prepared.empty:
+            return
+        await self.start()
+        await coordinated(self._client, prepared.transactional_id, 1, "EndTxn", {
+            "transactional_id": prepared.transactional_id,
+            "producer_id": prepared.producer_id, "producer_epoch": prepared.producer_epoch,
+            "committed": commit}, self._deadline(timeout))
 
 
 def _supported(conn: BrokerConnection) -> set[str]:

@@ -12,6 +12,7 @@
 
     UNINITIALIZED -init_transactions-> INITIALIZING -> READY -begin-> IN_TRANSACTION
     IN_TRANSACTION -commit-> COMMITTING -> READY        IN_TRANSACTION -abort-> ABORTING -> READY
+    IN_TRANSACTION -prepare-> PREPARED -commit/abort-> ...   (PREPARED is left open on close)
     IN_TRANSACTION / COMMITTING -a batch or a transactional request failed-> ABORTABLE_ERROR
     ABORTABLE_ERROR -abort-> ABORTING -> READY
     anything -fenced (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH, ...)-> FATAL_ERROR (for good)
@@ -35,7 +36,7 @@ from typing import Any, Awaitable, Callable, Iterable, Mapping
 
 from clients.protocol.errors import BY_NAME, Code, KafkaError, for_code
 from clients.protocol.schema import Struct
-from clients.types import OffsetAndMetadata, TopicPartition
+from clients.types import OffsetAndMetadata, PreparedTransaction, TopicPartition
 
 from .accumulator import RecordAccumulator
 from .client import KafkaClient
@@ -53,6 +54,7 @@ UNINITIALIZED = "UNINITIALIZED"
 INITIALIZING = "INITIALIZING"
 READY = "READY"
 IN_TRANSACTION = "IN_TRANSACTION"
+PREPARED = "PREPARED"           # delivered, left open for a commit or abort (two-phase commit)
 COMMITTING = "COMMITTING"
 ABORTING = "ABORTING"
 ABORTABLE_ERROR = "ABORTABLE_ERROR"
@@ -191,13 +193,13 @@ class TxnState:
         self.adding = set()
 
     def begin_commit(self) -> None:
-        self.require("commit the transaction", IN_TRANSACTION, COMMITTING)
+        self.require("commit the transaction", IN_TRANSACTION, COMMITTING, PREPARED)
         self.state = COMMITTING
 
     def begin_abort(self) -> None:
         if self.state == FATAL_ERROR:
             self.raise_if_error("abort the transaction")
-        if self.state not in (IN_TRANSACTION, ABORTABLE_ERROR, ABORTING):
+        if self.state not in (IN_TRANSACTION, ABORTABLE_ERROR, ABORTING, PREPARED):
             raise TransactionStateError(f"cannot abort the transaction in state {self.state}")
         self.state = ABORTING
 
@@ -302,6 +304,55 @@ def offsets_by_topic(offsets: Mapping[Any, Any] | Iterable[Any]) -> dict[str, li
     return out
 
 
+async def coordinated(client: KafkaClient, key: str, key_type: int, api: str,
+                      body: dict[str, Any], deadline: float,
+                      code_of: Callable[[Struct], int] = lambda r: r.error_code,
+                      max_version: int | None = None,
+                      keep_going: Callable[[], bool] = lambda: True) -> Struct:
+    """`api` to the coordinator of `key` (key_type 0: group, 1: transactional id), retried
+    (see the module docstring) until `deadline` (the loop's clock): the answer without
+    error, or raises the error's class (KafkaTimeoutError when out of time).
+    `keep_going()` False stops retrying (TransactionAbortedError)."""
+    loop = asyncio.get_running_loop()
+    backoff = client.retry_backoff
+    last: object = None
+    while True:
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            raise KafkaTimeoutError(f"{api} for {key!r}: no success within the timeout "
+                                    f"(last: {last})")
+        if not keep_going():
+            raise TransactionAbortedError(f"{api} for {key!r} given up")
+        try:
+            node = await client.coordinator(key, key_type, timeout=remaining)
+            conn = await client.connection(node)
+            version = conn.version_for(api)
+            if max_version is not None:
+                version = min(version, max_version)
+            resp = await conn.request(api, body, version=version,
+                                      timeout=max(0.05, min(remaining, client.request_timeout)))
+        except (KafkaConnectionError, KafkaTimeoutError) as e:
+            client.forget_coordinator(key, key_type)
+            last = e
+        except KafkaError as e:                 # FindCoordinator's (retriable ones timed out)
+            if not e.retriable:
+                raise
+            client.forget_coordinator(key, key_type)
+            last = e
+        else:
+            code = code_of(resp)
+            if code == 0:
+                return resp
+            last = for_code(code).name
+            if code in _MOVED:
+                client.forget_coordinator(key, key_type)
+            elif code not in _RETRY:
+                raise for_code(code)(f"{api} for {key!r}")
+        log.debug("%s for %r: %s; retrying", api, key, last)
+        await asyncio.sleep(min(backoff, max(0.0, deadline - loop.time())))
+        backoff = min(backoff * 2, client.retry_backoff_max)
+
+
 class TransactionManager:
     """The transactional requests of one producer; see the module docstring."""
 
@@ -331,48 +382,8 @@ class TransactionManager:
                            code_of: Callable[[Struct], int] = lambda r: r.error_code,
                            max_version: int | None = None,
                            keep_going: Callable[[], bool] = lambda: True) -> Struct:
-        """`api` to the coordinator of `key`, retried (see the module docstring) until
-        `deadline`: the answer without error, or raises the error's class (KafkaTimeoutError
-        when out of time). `keep_going()` False stops retrying (TransactionAbortedError)."""
-        loop = asyncio.get_running_loop()
-        backoff = self.client.retry_backoff
-        last: object = None
-        while True:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                raise KafkaTimeoutError(f"{api} for {key!r}: no success within the timeout "
-                                        f"(last: {last})")
-            if not keep_going():
-                raise TransactionAbortedError(f"{api} for {key!r} given up")
-            try:
-                node = await self.client.coordinator(key, key_type, timeout=remaining)
-                conn = await self.client.connection(node)
-                version = conn.version_for(api)
-                if max_version is not None:
-                    version = min(version, max_version)
-                resp = await conn.request(api, body, version=version,
-                                          timeout=max(0.05, min(remaining,
-                                                                self.client.request_timeout)))
-            except (KafkaConnectionError, KafkaTimeoutError) as e:
-                self.client.forget_coordinator(key, key_type)
-                last = e
-            except KafkaError as e:                 # FindCoordinator's (retriable ones timed out)
-                if not e.retriable:
-                    raise
-                self.client.forget_coordinator(key, key_type)
-                last = e
-            else:
-                code = code_of(resp)
-                if code == 0:
-                    return resp
-                last = for_code(code).name
-                if code in _MOVED:
-                    self.client.forget_coordinator(key, key_type)
-                elif code not in _RETRY:
-                    raise for_code(code)(f"{api} for {key!r}")
-            log.debug("%s for %r: %s; retrying", api, key, last)
-            await asyncio.sleep(min(backoff, max(0.0, deadline - loop.time())))
-            backoff = min(backoff * 2, self.client.retry_backoff_max)
+        return await coordinated(self.client, key, key_type, api, body, deadline, code_of,
+                                 max_version, keep_going)
 
     def _deadline(self, timeout: float | None) -> float:
         return asyncio.get_running_loop().time() + (self.max_block if timeout is None else timeout)
@@ -533,6 +544,23 @@ class TransactionManager:
             raise self._check(e) from None
         st.completed()
 
+    async def prepare(self, timeout: float | None) -> PreparedTransaction:
+        """Deliver the transaction's records and leave it open (first phase of a two-phase
+        commit): what another process needs to end it."""
+        st = self.state
+        st.require("prepare the transaction", IN_TRANSACTION)
+        deadline = self._deadline(timeout)
+        await self._adds_done(deadline)
+        remaining = deadline - asyncio.get_running_loop().time()
+        await self._flush(max(0.0, remaining))
+        st.raise_if_error("prepare the transaction")
+        if st.pending or st.adding:
+            raise KafkaTimeoutError("prepare_transaction: partitions still being added")
+        st.state = PREPARED
+        if not st.started and not st.uncertain:
+            return PreparedTransaction(self.tid, -1, -1)   # the coordinator has no transaction
+        return PreparedTransaction(self.tid, self.acc.producer_id, self.acc.producer_epoch)
+
     async def abort(self, timeout: float | None) -> None:
         st = self.state
         st.begin_abort()
@@ -611,6 +639,14 @@ class ProducerTransactions:
         ProducerFencedError when fenced, KafkaTimeoutError after `timeout` seconds
         (default max.block.ms; call it again to go on)."""
         await self._transactions().commit(timeout)
+
+    async def prepare_transaction(self, timeout: float | None = None) -> PreparedTransaction:
+        """Deliver every record of the transaction and leave it open, as KIP-939's
+        prepareTransaction: afterwards only commit_transaction() or abort_transaction(), and
+        close() does not abort it. Another process ends it with
+        `AdminClient.complete_transaction(prepared, commit)`; the coordinator aborts it when
+        transaction.timeout.ms passes first. Raises as commit_transaction()."""
+        return await self._transactions().prepare(timeout)
 
     async def abort_transaction(self, timeout: float | None = None) -> None:
         """Abort the transaction: records not sent yet fail with TransactionAbortedError,

@@ -19,6 +19,7 @@ from .options import SourceOptions, parse_sink_options, parse_source_options
 from .planning import OffsetOracle, plan_ranges, resolve_spec
 from .ranges import RangePartition
 from .stream import StromStreamReader
+from .exactly_once import ExactlyOnceStreamWriter
 from .writer import StromStreamWriter, StromWriter, validate_sink_schema
 
 __all__ = ["StromDataSource", "StromBatchReader"]
@@ -44,12 +45,16 @@ class StromDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> StromWriter:
         opts = parse_sink_options(self.options)
         validate_sink_schema(schema, opts)
+        if opts.exactly_once:
+            raise ValueError("Option 'exactlyOnce' applies to streaming writes (writeStream); "
+                             "a batch write is at least once")
         return StromWriter(opts)
 
-    def streamWriter(self, schema: StructType, overwrite: bool) -> StromStreamWriter:
+    def streamWriter(self, schema: StructType, overwrite: bool
+                     ) -> StromStreamWriter | ExactlyOnceStreamWriter:
         opts = parse_sink_options(self.options)
         validate_sink_schema(schema, opts)
-        return StromStreamWriter(opts)
+        return ExactlyOnceStreamWriter(opts) if opts.exactly_once else StromStreamWriter(opts)
 
 
 class StromBatchReader(DataSourceReader):

@@ -125,7 +125,13 @@ class SinkOptions:
     bootstrap: str
     client_config: dict[str, Any]               # kafka.* without the prefix (producer keys)
     topic: str | None = None
+    exactly_once: bool = False                  # exactlyOnce: two-phase commit (exactly_once.py)
+    transactional_id_prefix: str = "strom-spark-"
 
+
+# How long a prepared transaction of the exactly-once sink may wait for the driver's commit:
+# the broker's default transaction.max.timeout.ms.
+EXACTLY_ONCE_TRANSACTION_TIMEOUT_MS = 900_000
 
 # Default split of a big offset range (records per Spark input partition); Spark's Kafka
 # source has no default, but one task per Kafka partition leaves cores idle when partitions
@@ -351,4 +357,16 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     topic = opts.get("topic")
     if topic is not None and not str(topic).strip():
         raise ValueError("Option 'topic' must not be empty")
-    return SinkOptions(str(bootstrap), params, str(topic).strip() if topic is not None else None)
+    exactly_once = _bool_option(opts, "exactlyOnce", False)
+    prefix = str(opts.get("transactionalidprefix", "strom-spark-"))
+    if exactly_once:
+        if "transactional.id" in params:
+            raise ValueError("Kafka option 'transactional.id' is not supported with "
+                             "exactlyOnce: each task gets its own; set transactionalIdPrefix")
+        params.setdefault("transaction.timeout.ms", str(EXACTLY_ONCE_TRANSACTION_TIMEOUT_MS))
+    elif "transactional.id" in params:
+        raise ValueError("Kafka option 'transactional.id' is not supported: set "
+                         "exactlyOnce=true for transactional writes")
+    return SinkOptions(str(bootstrap), params, str(topic).strip() if topic is not None else None,
+                       exactly_once, prefix)
+

@@ -5,7 +5,8 @@ the `topic` option, when set, wins over it), `partition` (int: that partition; n
 producer's partitioner), `headers` (array<struct<key: string, value: binary>>). Each Spark
 task sends its rows with one strom `Producer` (kafka.* options passed through: acks,
 linger.ms, compression.type, ...) and fails if any record could not be delivered.
-Guarantee: at least once, like Spark's Kafka sink (a retried task sends its rows again).
+Guarantee: at least once, like Spark's Kafka sink (a retried task sends its rows again);
+with `exactlyOnce=true`, streaming writes are exactly once (exactly_once.py).
 """
 from __future__ import annotations
 
@@ -69,48 +70,68 @@ def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
     return batch.column(names.index(name)).to_pylist()
 
 
+class DeliveryErrors:
+    """`on_delivery` for many records: keeps the errors (called on the producer's thread)."""
+
+    def __init__(self) -> None:
+        self.errors: list[BaseException] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, err: BaseException | None, _md: RecordMetadata | None) -> None:
+        if err is not None:
+            with self._lock:
+                self.errors.append(err)
+
+    def raise_first(self) -> None:
+        if self.errors:
+            raise RuntimeError(f"strom sink: {len(self.errors)} record(s) not delivered; first "
+                               f"error: {self.errors[0]!r}") from self.errors[0]
+
+
+def producer_config(opts: SinkOptions, **extra: Any) -> dict[str, Any]:
+    return {"bootstrap.servers": opts.bootstrap, "client.id": "strom-spark-sink",
+            **opts.client_config, **extra}
+
+
+def send_rows(producer: Producer, opts: SinkOptions, batches: Iterator[pa.RecordBatch],
+              delivered: DeliveryErrors) -> int:
+    """Hand every row of `batches` to `producer`; returns how many (stops early once a
+    delivery failed). Delivery is the caller's to wait for."""
+    sent = 0
+    for batch in batches:
+        n = batch.num_rows
+        values = _column(batch, "value") or [None] * n
+        keys = _column(batch, "key") or [None] * n
+        parts = _column(batch, "partition") or [None] * n
+        headers = _column(batch, "headers") or [None] * n
+        topics = [opts.topic] * n if opts.topic is not None else _column(batch, "topic")
+        assert topics is not None
+        send = producer.send
+        for i in range(n):
+            topic = topics[i]
+            if topic is None:
+                raise ValueError("null topic present in the data. Use the topic option "
+                                 "for setting a topic.")
+            hs = headers[i]
+            send(topic, values[i], key=keys[i], partition=parts[i],
+                 headers=[(h["key"], h["value"]) for h in hs] if hs else None,
+                 on_delivery=delivered)
+        sent += n
+        if delivered.errors:
+            break
+    return sent
+
+
 def send_batches(opts: SinkOptions, batches: Iterator[pa.RecordBatch]) -> int:
     """Send every row of `batches`; returns how many. Raises the first delivery error."""
-    config = {"bootstrap.servers": opts.bootstrap, "client.id": "strom-spark-sink",
-              **opts.client_config}
-    errors: list[BaseException] = []
-    lock = threading.Lock()
-
-    def delivered(err: BaseException | None, _md: RecordMetadata | None) -> None:
-        if err is not None:
-            with lock:
-                errors.append(err)
-
-    sent = 0
-    producer = Producer(config)
+    delivered = DeliveryErrors()
+    producer = Producer(producer_config(opts))
     try:
-        for batch in batches:
-            n = batch.num_rows
-            values = _column(batch, "value") or [None] * n
-            keys = _column(batch, "key") or [None] * n
-            parts = _column(batch, "partition") or [None] * n
-            headers = _column(batch, "headers") or [None] * n
-            topics = [opts.topic] * n if opts.topic is not None else _column(batch, "topic")
-            assert topics is not None
-            send = producer.send
-            for i in range(n):
-                topic = topics[i]
-                if topic is None:
-                    raise ValueError("null topic present in the data. Use the topic option "
-                                     "for setting a topic.")
-                hs = headers[i]
-                send(topic, values[i], key=keys[i], partition=parts[i],
-                     headers=[(h["key"], h["value"]) for h in hs] if hs else None,
-                     on_delivery=delivered)
-            sent += n
-            if errors:
-                break
+        sent = send_rows(producer, opts, batches, delivered)
         producer.flush()
     finally:
         producer.close()
-    if errors:
-        raise RuntimeError(f"strom sink: {len(errors)} record(s) not delivered; first error: "
-                           f"{errors[0]!r}") from errors[0]
+    delivered.raise_first()
     return sent
 
 

@@ -26,15 +26,9 @@ def start_query(spark, bootstrap: str, topic: str, checkpoint: str, output: str,
 
 
 def main(bootstrap: str, topic: str, checkpoint: str, output: str, per_trigger: str) -> int:
-    from spark_jobs.session import strom_spark_session
+    from tests.spark.driver_kill import run_job
 
-    spark = strom_spark_session("strom-kill-test")
-    q = start_query(spark, bootstrap, topic, checkpoint, output, per_trigger)
-    q.awaitTermination()
-    print(f"done: {sum(p['numInputRows'] for p in q.recentProgress)} rows in "
-          f"{len(q.recentProgress)} batches", flush=True)
-    spark.stop()
-    return 0
+    return run_job("strom-kill-test", start_query, bootstrap, topic, checkpoint, output, per_trigger)
 
 
 if __name__ == "__main__":

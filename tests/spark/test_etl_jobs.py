@@ -20,6 +20,7 @@ pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
 
 from spark_jobs import etl_common, generate, geo_locations, log_levels  # noqa: E402
+from tests.spark.driver_kill import kill_when  # noqa: E402
 from tests.support.broker_process import REPO, BrokerProcess  # noqa: E402
 
 SCRIPT = REPO / "bin" / "spark-etl.sh"
@@ -86,12 +87,14 @@ def parquet_rows(spark, path: Path, order: list[str]) -> list[dict]:
                                                 etl_common.JSON_OPTIONS)).collect()]
 
 
-def topic_records(broker: BrokerProcess, topic: str, timeout: float = 20) -> list[tuple]:
-    """Every record of `topic`: (key, JSON value parsed)."""
+def topic_records(broker: BrokerProcess, topic: str, timeout: float = 20,
+                  isolation: str = "read_committed") -> list[tuple]:
+    """Every record of `topic` a consumer with `isolation` reads: (key, JSON value parsed)."""
     from clients import Consumer, TopicPartition
 
     out = []
-    with Consumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False) as c:
+    with Consumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False,
+                  isolation_level=isolation) as c:
         tps = [TopicPartition(topic, p) for p in c.partitions_for(topic)]
         c.assign(tps)
         c.seek_to_beginning(*tps)
@@ -254,6 +257,46 @@ def test_geo_locations_via_script(etl_broker, tmp_path):
     assert f"{len(expected['aggregates'])} (window, user) rows in {out}" in r.stdout
     assert "|2024-05-01 12:00:00|2024-05-01 12:01:00|user-1 |" in r.stdout   # the table
     assert len(topic_records(etl_broker, "geo-cli-out")) == len(expected["aggregates"])
+
+
+def _prepared_not_committed(broker: BrokerProcess, topic: str) -> bool:
+    """Has `topic` records of a transaction not committed yet (end offset past the LSO)?"""
+    from clients import AdminClient, TopicPartition
+    from clients.protocol.errors import KafkaError
+
+    with AdminClient(bootstrap_servers=broker.bootstrap, default_api_timeout_ms=2000) as admin:
+        try:
+            tps = [TopicPartition(topic, p) for p in range(2)]
+            end = admin.list_offsets({tp: "latest" for tp in tps})
+            stable = admin.list_offsets({tp: "latest" for tp in tps}, "read_committed")
+        except (KafkaError, Exception):
+            return False                      # the job has not created the topic yet
+    return any(end[tp].offset > stable[tp].offset for tp in tps)
+
+
+def test_geo_locations_output_topic_holds_each_window_once_across_a_driver_kill(etl_broker,
+                                                                                tmp_path):
+    """The job's driver is killed (SIGKILL) while a micro-batch's output transactions are
+    prepared but not committed, then run again from its checkpoint: the output topic, read
+    read_committed, holds exactly the expected windows, each once."""
+    expected = generate_data(etl_broker, tmp_path, "location", "geo-kill", "--records", "3000",
+                             "--seed", "5", "--users", "4")
+    rows = expected["aggregates"]
+    cmd = [str(SCRIPT), "geo_locations", "--bootstrap-server", etl_broker.bootstrap,
+           "--checkpoint", str(tmp_path / "ck"), "--output", str(tmp_path / "out"),
+           "--input-topic", "geo-kill", "--output-topic", "geo-kill-out", "--partitions", "2",
+           "--trigger", "availableNow", "--max-offsets-per-trigger", "400", "--show", "0"]
+    killed = kill_when(cmd, tmp_path / "run0.log",
+                       lambda: _prepared_not_committed(etl_broker, "geo-kill-out"), poll_s=0.01)
+    assert killed, (tmp_path / "run0.log").read_text()[-3000:]
+
+    r = run_script(*cmd[1:], timeout=240)
+    assert r.returncode == 0, r.stderr[-3000:]
+    records = topic_records(etl_broker, "geo-kill-out")
+    assert sorted((v for _, v in records), key=by(["window_start", "user_id"])) == rows
+    uncommitted = topic_records(etl_broker, "geo-kill-out", isolation="read_uncommitted")
+    print(f"killed mid-commit; after the restart read_committed {len(records)} windows for "
+          f"{len(rows)} expected, each once; read_uncommitted {len(uncommitted)}")
 
 
 def test_generator_is_deterministic():

@@ -77,6 +77,12 @@ def test_streaming_write_round_trip(spark, spark_broker, tmp_path):
     ("value string, partition long", {"topic": "t"}, "partition attribute type must be an int"),
     ("value string", {"topic": "t", "kafka.key.serializer": "x"},
      "Kafka option 'key.serializer' is not supported"),
+    ("value string", {"topic": "t", "kafka.transactional.id": "x"},
+     "Kafka option 'transactional.id' is not supported: set exactlyOnce=true"),
+    ("value string", {"topic": "t", "exactlyOnce": "yes"},
+     "Invalid value 'yes' for option 'exactlyOnce', must be true or false"),
+    ("value string", {"topic": "t", "exactlyOnce": "true"},
+     "Option 'exactlyOnce' applies to streaming writes"),
 ])
 def test_bad_sink_schemas_and_options_fail_with_sparks_messages(spark, spark_broker, ddl, options,
                                                                   message):

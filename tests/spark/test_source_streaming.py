@@ -3,9 +3,6 @@ minOffsetsPerTrigger), Trigger.AvailableNow in limited batches, new partitions a
 and exactly-once into parquet across SIGKILLs of the driver mid-batch."""
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -14,8 +11,8 @@ from clients import AdminClient
 from clients.types import TopicPartition
 from spark_jobs.source.planning import rate_limit
 from tests.spark.conftest import create_topic, produce
+from tests.spark.driver_kill import batch_ids, kill_when
 from tests.spark.stream_job import start_query
-from tests.support.broker_process import REPO
 
 JOB = Path(__file__).with_name("stream_job.py")
 
@@ -138,12 +135,6 @@ def test_new_partitions_and_new_topics_are_picked_up_from_earliest(spark, spark_
         q.stop()
 
 
-def _batch_ids(directory: Path) -> set[int]:
-    if not directory.is_dir():
-        return set()
-    return {int(p.name) for p in directory.iterdir() if p.name.isdigit()}
-
-
 def test_killing_the_driver_mid_batch_and_restarting_gives_each_record_once(spark, spark_broker,
                                                                             tmp_path, long_run):
     """One SIGKILL mid-batch (two with --long: a restarted run is killed again); each
@@ -157,33 +148,20 @@ def test_killing_the_driver_mid_batch_and_restarting_gives_each_record_once(spar
     checkpoint, output = tmp_path / "checkpoint", tmp_path / "out"
     cmd = [sys.executable, str(JOB), spark_broker.bootstrap, topic, str(checkpoint), str(output),
            "300"]                                                  # 5 micro-batches
-    env = dict(os.environ, PYTHONPATH=str(REPO))
     kills: list[tuple[int, int]] = []                               # (in-flight batch, committed)
     t0 = time.monotonic()
     for attempt in range(wanted_kills):
-        log = open(tmp_path / f"run{attempt}.log", "wb")
-        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-        try:
-            committed_before = max(_batch_ids(checkpoint / "commits"), default=-1)
-            deadline = time.monotonic() + 180
-            while proc.poll() is None and time.monotonic() < deadline:
-                offsets = _batch_ids(checkpoint / "offsets")
-                commits = _batch_ids(checkpoint / "commits")
-                top = max(offsets, default=-1)
-                # mid-batch: planned (offset log written) but not committed, and at least
-                # one batch of this run done so that each run makes progress
-                if top >= committed_before + 2 and top not in commits:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait(30)
-                    kills.append((top, max(_batch_ids(checkpoint / "commits"), default=-1)))
-                    break
-                time.sleep(0.005)
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(30)
-            log.close()
+        committed_before = max(batch_ids(checkpoint / "commits"), default=-1)
+
+        def mid_batch() -> int | None:
+            # planned (offset log written) but not committed, and at least one batch of
+            # this run done so that each run makes progress
+            top = max(batch_ids(checkpoint / "offsets"), default=-1)
+            commits = batch_ids(checkpoint / "commits")
+            return top if top >= committed_before + 2 and top not in commits else None
+        top = kill_when(cmd, tmp_path / f"run{attempt}.log", mid_batch, timeout=180)
+        if top is not None:
+            kills.append((top, max(batch_ids(checkpoint / "commits"), default=-1)))
     assert len(kills) == wanted_kills and all(top > committed for top, committed in kills), (
         kills, (tmp_path / "run0.log").read_text()[-3000:])
 

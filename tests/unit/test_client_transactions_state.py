@@ -12,7 +12,7 @@ import pytest
 from clients.aio.accumulator import RecordAccumulator, record_size
 from clients.aio.consumer import ConsumerGroupMetadata
 from clients.aio.transactions import (ABORTABLE_ERROR, ABORTING, COMMITTING, FATAL_ERROR,
-                                      IN_TRANSACTION, READY, ProducerFencedError,
+                                      IN_TRANSACTION, PREPARED, READY, ProducerFencedError,
                                       TransactionAbortableError, TransactionAbortedError,
                                       TransactionManager, TransactionStateError, TxnState,
                                       group_fields, offsets_by_topic)
@@ -203,3 +203,59 @@ def test_an_abortable_add_partitions_error_stops_the_adds():
         return m.state
     st = asyncio.run(run())
     assert st.state == ABORTABLE_ERROR and st.uncertain and st.pending == {T0}
+
+
+def test_prepare_delivers_then_leaves_the_transaction_open_for_another_process():
+    async def run() -> list[tuple[str, dict]]:
+        acc = RecordAccumulator(idempotent=True, transactional=True)
+        acc.reset_producer(9, 4)
+        calls: list[tuple[str, dict]] = []
+        flushed = []
+
+        async def noop(*_a) -> None:
+            return None
+
+        async def flush(_timeout) -> None:
+            flushed.append(1)
+        m = TransactionManager(None, acc, "tx", 60000, max_block=5, delivery_timeout=5,  # type: ignore[arg-type]
+                               start=noop, wake=lambda: None, flush=flush,
+                               drop_queued=lambda e: None)
+
+        async def coordinated(key, key_type, api, body, deadline, *a, **kw):
+            calls.append((api, body))
+        m._coordinated = coordinated  # type: ignore[method-assign]
+        m.state.state = READY
+        m.begin()
+        m.add_partition(T0)
+        prepared = await m.prepare(5)
+        assert flushed == [1]
+        assert (prepared.transactional_id, prepared.producer_id, prepared.producer_epoch) == (
+            "tx", 9, 4) and not prepared.empty
+        assert m.state.state == PREPARED
+        with pytest.raises(TransactionStateError):
+            m.state.check_send()                     # nothing more goes in
+        await m.abort_open(5)                        # what close() does: not an abort
+        assert m.state.state == PREPARED and [a for a, _ in calls] == ["AddPartitionsToTxn"]
+        await m.commit(5)                            # the same process may still end it
+        assert m.state.state == READY
+        return calls
+    calls = asyncio.run(run())
+    assert [a for a, _ in calls] == ["AddPartitionsToTxn", "EndTxn"]
+    assert calls[1][1]["committed"] is True
+
+
+def test_a_prepared_transaction_with_nothing_in_it_is_empty():
+    async def run():
+        acc = RecordAccumulator(idempotent=True, transactional=True)
+        acc.reset_producer(9, 4)
+
+        async def noop(*_a) -> None:
+            return None
+        m = TransactionManager(None, acc, "tx", 60000, max_block=5, delivery_timeout=5,  # type: ignore[arg-type]
+                               start=noop, wake=lambda: None, flush=noop,
+                               drop_queued=lambda e: None)
+        m.state.state = READY
+        m.begin()
+        return await m.prepare(5)
+    prepared = asyncio.run(run())
+    assert prepared.empty and prepared.producer_id == -1
