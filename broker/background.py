@@ -1,5 +1,6 @@
 """The broker's periodic maintenance, as tasks on its event loop: log retention, flushes
-and producer-state expiry, the group coordinator's tick, the abort of timed-out transactions,
+and producer-state expiry, the group coordinator's tick, the abort of timed-out transactions and
+the removal of expired transactional ids,
 compaction, the ISR shrink check, and recovery-point checkpoints. A failed round is logged and the next one runs as usual.
 """
 from __future__ import annotations
@@ -22,13 +23,15 @@ log = logging.getLogger("strom.broker")
 class BackgroundTasks:
     def __init__(self, config: BrokerConfig, log_manager: LogManager, replicas: ReplicaManager,
                  isr_announcer: IsrChangeAnnouncer | None, group_tick: Callable[[], Any],
-                 abort_timed_out_txns: Callable[[], Any]) -> None:
+                 abort_timed_out_txns: Callable[[], Any],
+                 remove_expired_txn_ids: Callable[[], Any]) -> None:
         self.config = config
         self.log_manager = log_manager
         self.replicas = replicas
         self.isr_announcer = isr_announcer
         self.group_tick = group_tick
         self.abort_timed_out_txns = abort_timed_out_txns
+        self.remove_expired_txn_ids = remove_expired_txn_ids
         self._tasks: list[asyncio.Task] = []
 
     def start(self) -> None:
@@ -40,6 +43,9 @@ class BackgroundTasks:
             asyncio.create_task(self._every(
                 cfg.get("transaction.abort.timed.out.transaction.cleanup.interval.ms"),
                 self.abort_timed_out_txns)),
+            asyncio.create_task(self._every(
+                cfg.get("transaction.remove.expired.transaction.cleanup.interval.ms"),
+                self.remove_expired_txn_ids)),
             asyncio.create_task(self._clean_logs()),
             asyncio.create_task(self._shrink_isrs()),
             asyncio.create_task(self._every(cfg.get("log.flush.offset.checkpoint.interval.ms"),

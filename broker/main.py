@@ -152,7 +152,8 @@ class Broker:
         self.servers: list[KafkaServer] = []
         self.background = BackgroundTasks(config, self.log_manager, self.replicas,
                                           self.isr_announcer, self.group_coordinator.tick,
-                                          self.txn_coordinator.abort_timed_out)
+                                          self.txn_coordinator.abort_timed_out,
+                                          self.txn_coordinator.remove_expired)
         self._stopped = asyncio.Event()
 
     def _standalone_leads(self, topic: str, index: int) -> None:

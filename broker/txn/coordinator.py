@@ -13,7 +13,8 @@ partition coordinates it (TransactionStateManager). What the APIs do:
   markers go to every partition's leader and CompleteCommit / CompleteAbort is written.
   Once PrepareCommit is in the log the transaction commits, whatever fails next: a new
   coordinator that loads the partition finishes it (`on_loaded`).
-- Transactions open longer than their timeout are fenced and aborted by `abort_timed_out`.
+- Transactions open longer than their timeout are fenced and aborted by `abort_timed_out`;
+  ids idle for transactional.id.expiration.ms are removed by `remove_expired`.
 - KIP-890 part 1: `verify` answers a partition leader (AddPartitionsToTxn v4, verify_only)
   whether a partition was added to the producer's ongoing transaction, before the leader
   appends that producer's first transactional batch there.
@@ -249,6 +250,30 @@ class TransactionCoordinator:
                      meta.transactional_id, meta.producer_id, meta.producer_epoch, meta.txn_timeout_ms)
             await self._fence_and_abort(meta)
         return len(late)
+
+    # ================================================================== expiry
+    async def remove_expired(self) -> int:
+        """Kafka's removeExpiredTransactionalIds: forget each id with no transaction open
+        (Empty, CompleteCommit, CompleteAbort) and no update for transactional.id.expiration.ms,
+        once its tombstone is written; how many. A producer using it later starts afresh."""
+        now = self.wall_ms()
+        idle = [m for m in list(self.state.transactions.values())
+                if m.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+                and not m.has_pending()
+                and m.txn_last_update_ms + self.settings.id_expiration_ms <= now]
+        removed = 0
+        for meta in idle:
+            if meta.has_pending() or self.state.get(meta.transactional_id) is not meta:
+                continue                    # changed or gone while an earlier write waited
+            try:
+                transit = meta.prepare_dead()
+            except TxnStateError:
+                continue
+            if await self.state.write(meta, transit) == 0:
+                removed += 1
+        if removed:
+            log.info("removed %d expired transactional ids", removed)
+        return removed
 
     async def close(self) -> None:
         for task in list(self._tasks):

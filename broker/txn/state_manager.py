@@ -167,7 +167,8 @@ class TransactionStateManager:
         epoch = self.coordinator_epoch(tid)
         code = Code.NOT_COORDINATOR
         if epoch is not None:
-            record = Record(L.encode_key(L.TxnLogKey(tid)), L.encode_value(to_log_value(transit)))
+            value = None if transit.state == TxnState.DEAD else L.encode_value(to_log_value(transit))
+            record = Record(L.encode_key(L.TxnLogKey(tid)), value)     # Dead: a tombstone
             try:
                 info = self.replicas.append(TXN_TOPIC, partition, build_batch([record]), -1)
                 code = await self.replicas.wait_replicated(
@@ -183,4 +184,6 @@ class TransactionStateManager:
                      for_code(code).name, for_code(mapped).name)
             return mapped
         meta.complete_transition(transit)
+        if meta.state == TxnState.DEAD and self.transactions.get(tid) is meta:
+            del self.transactions[tid]              # expired: a later use starts afresh
         return 0
