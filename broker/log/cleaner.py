@@ -46,13 +46,19 @@ to it, so record timestamps read the same); a later cleaning at or after that ti
 the tombstone. As in Kafka, such a later cleaning happens when the log is chosen again
 (new dirty data above the ratio, or the max lag); a quiet log keeps its tombstones.
 
-Transactions (simplified, documented): control batches (commit/abort markers) and
-transactional batches are copied untouched, with the aborted-transaction index entries of
-the segments they come from, and their keys do not enter the offset map, so
-an aborted transactional record can never hide a committed value. A tombstone whose key
-appeared in a transactional batch earlier in the log is kept for good, so that removing it
-cannot bring back that transactional value. Kafka removes aborted transactional records and
-markers of emptied transactions; this cleaner leaves them (consumers skip them as before).
+Transactions, as Kafka's cleaner (CleanedTransactionMetadata). The aborted transactions
+overlapping a pass come from the segments' `.txnindex` entries; the whole cleanable range lies
+below the last stable offset, so every transactional batch in it belongs to an ended
+transaction:
+  - a batch of an aborted transaction is removed (an empty header stays where it is a
+    producer's last data batch, as above) and its keys do not enter the offset map;
+  - a batch of a committed transaction is compacted like any other, its keys in the map;
+  - a marker whose transaction had no batch left in this pass (everything of it was removed
+    by earlier cleanings) gets a delete horizon (now + `delete.retention.ms`, as a tombstone)
+    and is removed by the first cleaning after it; an ABORT marker that still has batches of
+    its transaction before it stays, with its `.txnindex` entry in the cleaned segment.
+A read_committed consumer that fetched below a removed marker sees neither the aborted data
+nor the marker; one whose fetch is under way within `delete.retention.ms` still finds both.
 
 Concurrency: event-loop thread only, like the PartitionLog it rewrites; one call is
 synchronous and does blocking I/O (reads the log below the active segment, writes and
@@ -71,11 +77,13 @@ from clients.protocol import compression
 from clients.protocol.batch_header import (CONTROL, DELETE_HORIZON, HEADER_SIZE, LOG_OVERHEAD,
                                            TIMESTAMP_TYPE_LOG_APPEND, TRANSACTIONAL, BatchHeader,
                                            pack_header, read_header, write_crc)
-from clients.protocol.records import ConsumedRecord, append_record, iter_batches
+from clients.protocol.records import (ABORT, COMMIT, ConsumedRecord, append_record, iter_batches,
+                                      parse_control_record)
 
 from .errors import CorruptMessageError
 from .partition_log import PartitionLog
 from .segment import CLEANED_SUFFIX, INT32_MAX, LogSegment
+from .txn_index import AbortedTxn
 
 log = logging.getLogger(__name__)
 
@@ -203,7 +211,10 @@ class LogCleaner:
         began) with some groups swapped in: consistent either way."""
         plog = ltc.log
         segs = list(plog.segments)
-        key_map, end = _build_offset_map(segs[ltc.first_dirty:ltc.end], self.max_map_entries)
+        dirty_start = segs[ltc.first_dirty].base_offset
+        map_txns = _TxnTracker(aborted_txns(segs, dirty_start, segs[ltc.end].base_offset))
+        key_map, end = _build_offset_map(segs[ltc.first_dirty:ltc.end], self.max_map_entries,
+                                         map_txns)
         end += ltc.first_dirty
         end_offset = segs[end].base_offset
         cfg = plog.config
@@ -211,7 +222,8 @@ class LogCleaner:
         ctx = _CleanContext(
             key_map, now_ms, cfg.delete_retention_ms,
             {pid: e.last_data_offset for pid, e in plog.producers.producers.items()
-             if e.last_data_offset >= 0}, set(), stats)
+             if e.last_data_offset >= 0},
+            _TxnTracker(aborted_txns(segs, segs[0].base_offset, end_offset)), stats)
         for group in group_segments(segs[:end], cfg.segment_bytes, cfg.segment_index_bytes,
                                     end_offset):
             _clean_group(plog, group, ctx)
@@ -285,13 +297,77 @@ def _records(raw: memoryview) -> list[ConsumedRecord]:
     raise CorruptMessageError("incomplete batch")
 
 
-def _build_offset_map(dirty: list[LogSegment], max_entries: int) -> tuple[dict[bytes, int], int]:
-    """key -> last offset over the dirty segments, and how many segments it covers (whole
-    segments; at least one, then stopping once the map holds `max_entries` keys)."""
+def aborted_txns(segs: list[LogSegment], start: int, end: int) -> list[AbortedTxn]:
+    """The aborted transactions with data in [start, end): from every segment's index (an
+    entry lives with its ABORT marker, which may lie after `end`)."""
+    return [t for seg in segs for t in seg.txn_index.entries
+            if t.last_offset >= start and t.first_offset < end]
+
+
+class _TxnTracker:
+    """Kafka's CleanedTransactionMetadata, for one pass over the log in offset order: which
+    transactional batches belong to aborted transactions, and which markers have no batch
+    of their transaction left in the pass."""
+
+    def __init__(self, aborted: list[AbortedTxn]):
+        self._aborted = sorted(aborted, key=lambda t: t.first_offset)
+        self._next = 0
+        self._ongoing_aborted: dict[int, list] = {}    # producer id -> [AbortedTxn, batch seen]
+        self._ongoing_committed: set[int] = set()
+        self.kept_index: list[AbortedTxn] = []          # entries whose ABORT marker stays
+
+    def _start_up_to(self, offset: int) -> None:
+        while self._next < len(self._aborted) and self._aborted[self._next].first_offset <= offset:
+            t = self._aborted[self._next]
+            self._next += 1
+            self._ongoing_aborted.setdefault(t.producer_id, [t, False])
+
+    def on_batch(self, h: BatchHeader) -> bool:
+        """A data batch: True if it belongs to an aborted transaction."""
+        self._start_up_to(h.last_offset)
+        if not h.is_transactional:
+            return False
+        aborted = self._ongoing_aborted.get(h.producer_id)
+        if aborted is not None:
+            aborted[1] = True
+            return True
+        self._ongoing_committed.add(h.producer_id)
+        return False
+
+    def on_marker(self, h: BatchHeader, raw: memoryview) -> bool:
+        """A control batch: True if no batch of its transaction came before it in this pass
+        (the marker may go once its delete horizon has passed)."""
+        self._start_up_to(h.last_offset)
+        records = _records(raw)
+        if not records:
+            return True
+        ctype, _ = parse_control_record(records[0])
+        if ctype == ABORT:
+            aborted = self._ongoing_aborted.pop(h.producer_id, None)
+            if aborted is not None and aborted[1]:
+                self.kept_index.append(aborted[0])
+                return False
+            return True
+        if ctype == COMMIT:
+            if h.producer_id in self._ongoing_committed:
+                self._ongoing_committed.discard(h.producer_id)
+                return False
+            return True
+        return False
+
+
+def _build_offset_map(dirty: list[LogSegment], max_entries: int, txns: _TxnTracker
+                      ) -> tuple[dict[bytes, int], int]:
+    """key -> last offset over the dirty segments (aborted transactional records left out),
+    and how many segments it covers (whole segments; at least one, then stopping once the
+    map holds `max_entries` keys)."""
     key_map: dict[bytes, int] = {}
     for n, seg in enumerate(dirty, 1):
         for h, raw in _segment_batches(seg):
-            if h.is_control or h.is_transactional:
+            if h.is_control:
+                txns.on_marker(h, raw)
+                continue
+            if txns.on_batch(h):
                 continue
             for rec in _records(raw):
                 if rec.key is not None:
@@ -308,7 +384,7 @@ class _CleanContext:
     now_ms: int
     delete_retention_ms: int
     producer_last_offsets: dict[int, int]       # producer id -> offset of its last data batch
-    txn_keys: set[bytes]                        # keys seen in transactional batches so far
+    txns: _TxnTracker
     stats: CleanerStats
 
 
@@ -340,14 +416,15 @@ def _clean_group(plog: PartitionLog, group: list[LogSegment], ctx: _CleanContext
                     buf = bytearray()
                     infos = []
         if not changed:
+            ctx.txns.kept_index.clear()     # the segment stays, with its own index
             dest.delete_files()
             return
         if buf:
             dest.append(buf, infos)
-        # Markers and aborted data are kept, so are their index entries (flushed with it).
-        for seg in group:
-            for txn in seg.txn_index.entries:
-                dest.txn_index.append(txn)
+        # The index entries of the ABORT markers that stay (flushed with the segment).
+        for txn in ctx.txns.kept_index:
+            dest.txn_index.append(txn)
+        ctx.txns.kept_index.clear()
         dest.flush()
         # As Kafka: the cleaned segment keeps the replaced segments' last modification
         # time (retention falls back to it when batches carry no timestamps).
@@ -368,12 +445,13 @@ def _filter_batch(h: BatchHeader, raw: memoryview, ctx: _CleanContext,
     """`raw` itself if the batch stays as it is, new bytes if it is rewritten, None if it
     goes (Kafka's MemoryRecords.filterTo with the cleaner's filter)."""
     if h.is_control:
-        return raw
+        return _filter_marker(h, raw, ctx, last_of_group)
+    aborted = ctx.txns.on_batch(h)
     records = _records(raw)
     ctx.stats.records_read += len(records)
-    if h.is_transactional:
-        ctx.txn_keys.update(r.key for r in records if r.key is not None)
-        return raw
+    if aborted:
+        ctx.stats.records_removed += len(records)
+        return _retained_empty(h, raw, ctx, last_of_group)
     has_horizon = bool(h.attributes & DELETE_HORIZON)
     retain_deletes = not has_horizon or ctx.now_ms < h.base_timestamp
     key_map = ctx.key_map
@@ -384,17 +462,13 @@ def _filter_batch(h: BatchHeader, raw: memoryview, ctx: _CleanContext,
         if key is None or key_map.get(key, -1) > rec.offset:
             continue
         if rec.value is None:
-            if not retain_deletes and key not in ctx.txn_keys:
+            if not retain_deletes:
                 continue
             tombstones = True
         kept.append(rec)
     ctx.stats.records_removed += len(records) - len(kept)
     if not kept:
-        retain_empty = last_of_group or (
-            h.producer_id >= 0 and ctx.producer_last_offsets.get(h.producer_id) == h.last_offset)
-        if not retain_empty:
-            return None
-        return raw if h.records_count == 0 else _empty_batch(h)
+        return _retained_empty(h, raw, ctx, last_of_group)
     if len(kept) == len(records) and (has_horizon or not tombstones):
         return raw
     if has_horizon:
@@ -404,6 +478,31 @@ def _filter_batch(h: BatchHeader, raw: memoryview, ctx: _CleanContext,
     else:
         horizon = None
     return _encode_batch(h, kept, horizon)
+
+
+def _retained_empty(h: BatchHeader, raw: memoryview, ctx: _CleanContext,
+                    last_of_group: bool) -> memoryview | bytes | None:
+    """A data batch that lost every record: gone, or an empty header where it is a
+    producer's last data batch (its sequence) or the group's last batch (its offset)."""
+    retain_empty = last_of_group or (
+        h.producer_id >= 0 and ctx.producer_last_offsets.get(h.producer_id) == h.last_offset)
+    if not retain_empty:
+        return None
+    return raw if h.records_count == 0 else _empty_batch(h)
+
+
+def _filter_marker(h: BatchHeader, raw: memoryview, ctx: _CleanContext,
+                   last_of_group: bool) -> memoryview | bytes | None:
+    """A COMMIT/ABORT marker stays while its transaction has batches left; after that it
+    gets a delete horizon, and goes at the first cleaning past it (as a tombstone)."""
+    if not ctx.txns.on_marker(h, raw) or last_of_group:
+        return raw
+    if h.attributes & DELETE_HORIZON:
+        if ctx.now_ms < h.base_timestamp:
+            return raw
+        ctx.stats.records_removed += h.records_count
+        return None
+    return _encode_batch(h, _records(raw), ctx.now_ms + ctx.delete_retention_ms)
 
 
 def _empty_batch(h: BatchHeader) -> bytes:

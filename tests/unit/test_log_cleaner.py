@@ -14,7 +14,7 @@ from broker.log.cleaner import LogCleaner, cleanable_range
 from broker.log.errors import InvalidRecordError
 from clients.protocol import compression
 from clients.protocol.batch_header import DELETE_HORIZON, TIMESTAMP_TYPE_LOG_APPEND
-from clients.protocol.records import (COMMIT, RecordBatch, Record, build_batch,
+from clients.protocol.records import (ABORT, COMMIT, RecordBatch, Record, build_batch,
                                       build_control_batch, iter_batches)
 
 T0 = 1_700_000_000_000
@@ -511,27 +511,101 @@ def test_empty_batch_keeps_producer_sequence(tmp_path):
     assert info.first_offset == 4
 
 
-def test_transactional_and_control_batches_are_kept(tmp_path):
+def txn(log: PartitionLog, pid: int, pairs, seq: int, end: int | None, epoch: int = 0) -> None:
+    """A transaction of producer `pid` with `pairs`; `end` ABORT/COMMIT writes its marker
+    (None leaves it open)."""
+    log.append_as_leader(kv_batch(pairs, producer_id=pid, producer_epoch=epoch,
+                                  base_sequence=seq, is_transactional=True), 0, now_ms=T0)
+    if end is not None:
+        log.append_as_leader(build_control_batch(end, producer_id=pid, producer_epoch=epoch,
+                                                 timestamp_ms=T0), 0, now_ms=T0,
+                             origin=ORIGIN_COORDINATOR)
+    log.high_watermark = log.log_end_offset
+
+
+def markers(log: PartitionLog) -> list[tuple[int, int, bool]]:
+    """(offset, producer id, delete horizon set) of every control batch."""
+    return [(b.header.base_offset, b.header.producer_id,
+             bool(b.header.attributes & DELETE_HORIZON)) for b in batches(log) if b.is_control]
+
+
+def index_entries(log: PartitionLog) -> list[tuple[int, int, int]]:
+    return [(t.producer_id, t.first_offset, t.last_offset)
+            for seg in log.segments for t in seg.txn_index.entries]
+
+
+def test_aborted_records_go_and_never_hide_a_committed_value(tmp_path):
+    log = open_log(tmp_path, delete_retention_ms=100, min_cleanable_dirty_ratio=0.0)
+    put(log, [(b"k", b"plain")])                                # 0
+    txn(log, 5, [(b"k", b"aborted"), (b"x", b"aborted")], 0, ABORT)    # 1-2, marker 3
+    txn(log, 6, [(b"y", b"committed")], 0, COMMIT)              # 4, marker 5
+    txn(log, 5, [(b"z", b"committed")], 2, COMMIT, epoch=0)     # 6, marker 7
+    put(log, [(b"end", b"1")])
+    log.roll()
+    assert index_entries(log) == [(5, 1, 3)]
+    assert clean(log)
+    assert live(records(log)) == {b"k": (0, b"plain"), b"y": (4, b"committed"),
+                                  b"z": (6, b"committed"), b"end": (8, b"1")}
+    # the ABORT marker saw its batch in this pass: it stays, with its index entry
+    assert [m[:2] for m in markers(log)] == [(3, 5), (5, 6), (7, 5)]
+    assert index_entries(log) == [(5, 1, 3)]
+
+
+def test_markers_of_emptied_transactions_go_after_their_delete_horizon(tmp_path):
+    log = open_log(tmp_path, delete_retention_ms=100, min_cleanable_dirty_ratio=0.0)
+    txn(log, 5, [(b"a", b"aborted")], 0, ABORT)                 # 0, marker 1
+    txn(log, 6, [(b"b", b"old")], 0, COMMIT)                    # 2, marker 3
+    put(log, [(b"b", b"new")])                                  # 4: b's committed value goes
+    txn(log, 5, [(b"p5", b"1")], 1, COMMIT)                     # 5, marker 6 } the producers'
+    txn(log, 6, [(b"p6", b"1")], 1, COMMIT)                     # 7, marker 8 } last batches
+    put(log, [(b"c", b"1")])
+    log.roll()
+    assert clean(log, now=T0)
+    # first pass: aborted data and the shadowed committed value are removed; their markers
+    # still met batches of their transactions, so they stay as they are
+    assert [m[:2] for m in markers(log)] == [(1, 5), (3, 6), (6, 5), (8, 6)]
+    assert not any(m[2] for m in markers(log))
+    put(log, [(b"c", b"2")])
+    log.roll()
+    assert clean(log, now=T0 + 10)
+    # second pass: no batch of either transaction left: each marker gets a delete horizon
+    # (the index entry goes: nothing aborted is left to skip)
+    assert markers(log) == [(1, 5, True), (3, 6, True), (6, 5, False), (8, 6, False)]
+    assert index_entries(log) == []
+    put(log, [(b"c", b"3")])
+    log.roll()
+    assert clean(log, now=T0 + 50)                              # horizon T0 + 10 + 100 not yet
+    assert len(markers(log)) == 4
+    put(log, [(b"c", b"4")])
+    log.roll()
+    assert clean(log, now=T0 + 200)
+    assert [m[:2] for m in markers(log)] == [(6, 5), (8, 6)]    # their data is still there
+    assert live(records(log)) == {b"b": (4, b"new"), b"p5": (5, b"1"), b"p6": (7, b"1"),
+                                  b"c": (12, b"4")}
+    # read back from the files alone, the producers have no open transaction
+    log.close()
+    for n in os.listdir(log.dir):
+        if n.endswith(".snapshot"):
+            os.unlink(os.path.join(log.dir, n))
+    again = PartitionLog(log.dir, log.config)
+    again.high_watermark = again.log_end_offset
+    assert again.last_stable_offset == again.log_end_offset
+
+
+def test_a_tombstone_after_a_committed_value_removes_it_and_then_goes(tmp_path):
     log = open_log(tmp_path, delete_retention_ms=0, min_cleanable_dirty_ratio=0.0)
-    log.append_as_leader(kv_batch([(b"t", b"txn")], producer_id=5, producer_epoch=0,
-                                  base_sequence=0, is_transactional=True), 0, now_ms=T0)
-    log.append_as_leader(build_control_batch(COMMIT, producer_id=5, producer_epoch=0,
-                                             timestamp_ms=T0), 0, now_ms=T0,
-                         origin=ORIGIN_COORDINATOR)
-    put(log, [(b"t", None)])                        # a tombstone after the committed value
+    txn(log, 5, [(b"t", b"txn")], 0, COMMIT)                    # 0, marker 1
+    put(log, [(b"t", None)])                                    # 2: a tombstone
     put(log, [(b"u", b"1")])
     put(log, [(b"u", b"2")])
     log.roll()
     assert clean(log, now=T0)
     put(log, [(b"v", b"1")])
     log.roll()
-    assert clean(log, now=T0 + 10)                  # past the horizon of the tombstone
-    bs = batches(log)
-    assert bs[0].is_transactional and [r.value for r in bs[0].records] == [b"txn"]
-    assert bs[1].is_control
-    keys = [(r.key, r.value) for b in bs[2:] for r in b.records]
-    assert (b"t", None) in keys                     # kept: removing it would revive b"txn"
-    assert (b"u", b"1") not in keys and (b"u", b"2") in keys
+    assert clean(log, now=T0 + 10)                              # past the tombstone's horizon
+    assert live(records(log)) == {b"u": (4, b"2"), b"v": (5, b"1")}
+    assert (b"t", None) not in [(k, v) for _, k, v in records(log)]
+    assert not [v for _, k, v in records(log) if k == b"t"]     # b"txn" does not come back
 
 
 def test_keyless_records_in_compacted_log_are_dropped_by_cleaner(tmp_path):
