@@ -50,7 +50,7 @@ class TxnMarkerSender:
             if not still_coordinator():
                 return False
             by_leader: dict[int, list[TopicPartition]] = defaultdict(list)
-            for tp in remaining:
+            for tp in sorted(remaining):        # a copy: a deleted topic's partitions leave it
                 info = self.metadata.partition(*tp)
                 if info is None:
                     if not any(t == tp[0] for t, _ in self.metadata.partitions):
