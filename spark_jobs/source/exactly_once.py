@@ -121,6 +121,8 @@ def write_prepared(opts: SinkOptions, batches: Iterator[pa.RecordBatch],
         if committed_before(admin, tid):
             log.info("%s: committed by an earlier run of batch %d; not written again", tid,
                      ids.batch_id)
+            for _ in batches:       # Spark streams the rows in regardless: take them all
+                pass
             return PreparedMessage(0, None)
     delivered = DeliveryErrors()
     producer = Producer(producer_config(opts, **{"transactional.id": tid}))

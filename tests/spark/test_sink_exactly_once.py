@@ -225,3 +225,25 @@ def test_killing_the_driver_mid_batch_leaves_each_record_once_in_the_output(
           f"committed, transactions prepared) {kills} (after {killed_at:.1f}s); the restart "
           f"replayed batch {replayed}: read_committed {len(committed)} records for {n}, each "
           f"once; read_uncommitted {len(everything)} (the killed runs' aborted writes)")
+
+
+def test_a_batch_run_again_after_its_commit_is_not_written_twice(spark, cluster, tmp_path):
+    """The driver died after its commit() but before Spark wrote the batch to the commit log
+    (played by removing commits/0): the restart runs batch 0 again, every task finds its
+    transaction committed and writes nothing, and the output holds each record once."""
+    source, output = new_topic(cluster), new_topic(cluster)
+    n = 300
+    produce(cluster.bootstrap, source, [{"value": f"v{i}".encode(), "key": f"k{i}".encode(),
+                                         "partition": i % PARTITIONS} for i in range(n)])
+    checkpoint = tmp_path / "checkpoint"
+    q = start_query(spark, cluster.bootstrap, source, output, str(checkpoint), "1000")
+    assert q.awaitTermination(120) and q.exception() is None
+    assert [p["batchId"] for p in q.recentProgress if p["numInputRows"]] == [0]
+    for f in (checkpoint / "commits").iterdir():
+        f.unlink()                          # commits/0 and its checksum file
+    again = start_query(spark, cluster.bootstrap, source, output, str(checkpoint), "1000")
+    assert again.awaitTermination(120) and again.exception() is None
+    assert again.recentProgress[0]["batchId"] == 0                  # run again
+    committed = read_values(cluster.bootstrap, output, "read_committed")
+    assert sorted(committed) == sorted(f"V{i}".encode() for i in range(n))
+    assert len(read_values(cluster.bootstrap, output, "read_uncommitted")) == n   # none written
