@@ -539,7 +539,8 @@ def make_values(record_size: int, compression: str) -> list[bytes]:
 
 def produce_run(bootstrap: str, topic: str, partitions: int, record_size: int, compression: str,
                 acks: str, seconds: float, max_records: int, pids: list[int],
-                spread: str = "chunk", every_report: bool = False) -> dict[str, Any]:
+                spread: str = "chunk", every_report: bool = False,
+                producer_extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """Produce as fast as confluent-kafka can for `seconds` (or `max_records`), then flush;
     the clock stops when flush() returns. `records` is what the brokers acknowledged
     (DeliveryCounter); a delivery error, or a record still unacknowledged after flush(),
@@ -549,13 +550,14 @@ def produce_run(bootstrap: str, topic: str, partitions: int, record_size: int, c
     call to the next partition. spread="record": the records of every call go round-robin
     over all the partitions, one by one (a key per partition, `round_robin_keys`: a few bytes
     more per record, not counted in MB/s), so that every partition is active at once even
-    when the partitions times CHUNK records would not fit the client's queue."""
+    when the partitions times CHUNK records would not fit the client's queue.
+    `producer_extra`: more producer settings (e.g. enable.idempotence)."""
     from confluent_kafka import Producer
     if spread not in ("chunk", "record"):
         raise ValueError(f"spread must be chunk or record, not {spread!r}")
     warm = DeliveryCounter(every_report)
     counter = DeliveryCounter(every_report)
-    extra: dict[str, Any] = dict(counter.config())
+    extra: dict[str, Any] = {**counter.config(), **(producer_extra or {})}
     if spread == "record":
         extra["partitioner"] = "consistent"
     p = Producer(producer_config(bootstrap, acks, compression, **extra))

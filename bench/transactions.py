@@ -51,7 +51,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench._common import (MB, BenchFailure, DeliveryCounter, Results,  # noqa: E402
                            StromBroker, StromCluster, add_results_args, chunk_length,
                            cpu_seconds_of, end_offsets, loadavg, log, machine, make_values,
-                           median_of_runs, print_table, producer_config, round_robin_keys,
+                           median_of_runs, print_table, produce_run, producer_config,
+                           round_robin_keys,
                            run_main, runs_note, use_broker_repo, workdir, write_json)
 
 TARGET = 0.80           # ratio to idempotent the issue asks for at 10,000 records per transaction
@@ -103,8 +104,8 @@ def txn_produce_run(bootstrap: str, topic: str, partitions: int, record_size: in
                     transactional_id: str) -> dict[str, Any]:
     """Produce 1 KiB records for `seconds` with acks=all and idempotence.
 
-    per_txn=None: the idempotent baseline, produce_run's loop: the clock stops when flush()
-    returns and the records counted are those acknowledged (DeliveryCounter).
+    per_txn=None: the idempotent baseline, `_common.produce_run` with enable.idempotence:
+    the clock stops when flush() returns and the records counted are those acknowledged.
     per_txn=N: transactions of exactly N records each, one after the other, until `seconds`
     have passed; the clock stops when the last commit_transaction returns and the records
     counted are those of the committed transactions.
@@ -112,12 +113,19 @@ def txn_produce_run(bootstrap: str, topic: str, partitions: int, record_size: in
     Before the clock: connections, metadata and (transactional) init_transactions plus one
     warm-up transaction, all with one record per partition (those are in the topic too)."""
     from confluent_kafka import KafkaException, Producer
+    if per_txn is None:
+        res = produce_run(bootstrap, topic, partitions, record_size, "none", "all", seconds,
+                          50_000_000, pids, spread=spread,
+                          producer_extra={"enable.idempotence": True})
+        res.update(records_per_txn=None, transactions=0, transactions_per_s=None,
+                   commit_ms_median=None, commit_ms_max=None, warmup_records=partitions,
+                   commit_markers_expected=0)
+        return res
     warm = DeliveryCounter()
     counter = DeliveryCounter()
     extra: dict[str, Any] = dict(counter.config())
     extra["enable.idempotence"] = True
-    if per_txn is not None:
-        extra["transactional.id"] = transactional_id
+    extra["transactional.id"] = transactional_id
     if spread == "record":
         extra["partitioner"] = "consistent"
     p = Producer(producer_config(bootstrap, "all", "none", **extra))
@@ -126,21 +134,17 @@ def txn_produce_run(bootstrap: str, topic: str, partitions: int, record_size: in
     markers = 0
 
     try:
-        if per_txn is not None:
-            p.init_transactions(60)
-            p.begin_transaction()
+        p.init_transactions(60)
+        p.begin_transaction()
         for part in range(partitions):
             p.produce(topic, values[0], partition=part, on_delivery=warm)
-        if per_txn is not None:
-            p.commit_transaction(120)
-            markers += partitions
-            warm.settle(partitions, 0, "warm-up transaction")
-        else:
-            warm.settle(partitions, p.flush(30), "warm-up")
+        p.commit_transaction(120)
+        markers += partitions
+        warm.settle(partitions, 0, "warm-up transaction")
     except KafkaException as e:
         raise BenchFailure(f"warm-up of {topic}: {e}") from e
 
-    chunk_len = chunk_length(partitions, per_txn or 50_000_000, spread)
+    chunk_len = chunk_length(partitions, per_txn, spread)
     if spread == "record":
         keys = round_robin_keys(partitions)
         template = [{"value": values[i % nv], "key": keys[i % partitions]} for i in range(chunk_len)]
@@ -187,46 +191,37 @@ def txn_produce_run(bootstrap: str, topic: str, partitions: int, record_size: in
     t0 = time.perf_counter()
     deadline = t0 + seconds
     try:
-        if per_txn is None:
-            while time.perf_counter() < deadline:
-                send(chunk_len)
-                sent += chunk_len
+        while time.perf_counter() < deadline:
+            p.begin_transaction()
+            touched: set[int] = set()
+            queued = 0
+            while queued < per_txn:
+                n = min(chunk_len, per_txn - queued)
+                touched |= send(n)
+                queued += n
                 poll(0)
-            left = p.flush(120)
-        else:
-            while time.perf_counter() < deadline:
-                p.begin_transaction()
-                touched: set[int] = set()
-                queued = 0
-                while queued < per_txn:
-                    n = min(chunk_len, per_txn - queued)
-                    touched |= send(n)
-                    queued += n
-                    poll(0)
-                sent += queued
-                tc = time.perf_counter()
-                p.commit_transaction(120)
-                commit_s.append(time.perf_counter() - tc)
-                committed += queued
-                markers += len(touched)
-                txns += 1
-            left = p.flush(30)      # nothing is left once the last commit has returned
+            sent += queued
+            tc = time.perf_counter()
+            p.commit_transaction(120)
+            commit_s.append(time.perf_counter() - tc)
+            committed += queued
+            markers += len(touched)
+            txns += 1
+        left = p.flush(30)      # nothing is left once the last commit has returned
     except KafkaException as e:
         raise BenchFailure(f"produce to {topic} ({workload_name(per_txn)}): {e}; "
                            f"{committed:,} records of {txns} transactions committed before") from e
     elapsed = time.perf_counter() - t0
     cpu = {pid: cpu_seconds_of(pid) - cpu0[pid] for pid in pids}
     acked = counter.settle(sent, left, f"produce to {topic} ({workload_name(per_txn)})")
-    if per_txn is not None:
-        if acked != committed:
-            raise BenchFailure(f"produce to {topic}: {sent:,} records queued but {committed:,} "
-                               f"in committed transactions")
-        acked = committed
+    if acked != committed:
+        raise BenchFailure(f"produce to {topic}: {sent:,} records queued but {committed:,} "
+                           f"in committed transactions")
     commit_s.sort()
     return {"records": acked, "queued": sent, "seconds": elapsed,
             "records_per_s": acked / elapsed, "mb_per_s": acked * record_size / elapsed / MB,
             "records_per_txn": per_txn, "transactions": txns,
-            "transactions_per_s": txns / elapsed if per_txn is not None else None,
+            "transactions_per_s": txns / elapsed,
             "commit_ms_median": statistics.median(commit_s) * 1000 if commit_s else None,
             "commit_ms_max": commit_s[-1] * 1000 if commit_s else None,
             "warmup_records": partitions, "commit_markers_expected": markers,

@@ -41,6 +41,12 @@ log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 COMPLETE_RETRY_S = 0.5
+# AddPartitionsToTxn right after EndTxn finds the last transaction still completing (its
+# markers are being written): rather than answer CONCURRENT_TRANSACTIONS at once, which
+# costs the client its retry backoff (librdkafka and Kafka's Java client: 20 ms and more),
+# wait this long for it to settle, looking every SETTLE_POLL_S.
+SETTLE_WAIT_S = 0.1
+SETTLE_POLL_S = 0.002
 
 
 class TransactionCoordinator:
@@ -116,8 +122,13 @@ class TransactionCoordinator:
         meta, code = self._owned(transactional_id, producer_id, producer_epoch)
         if meta is None:
             return code
-        if meta.has_pending() or meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
-            return Code.CONCURRENT_TRANSACTIONS
+        if self._busy(meta):
+            await self._settle(meta)
+            meta, code = self._owned(transactional_id, producer_id, producer_epoch)
+            if meta is None:
+                return code
+            if self._busy(meta):
+                return Code.CONCURRENT_TRANSACTIONS
         if meta.state == TxnState.ONGOING and parts <= meta.partitions:
             return 0
         try:
@@ -125,6 +136,18 @@ class TransactionCoordinator:
         except TxnStateError as e:
             return e.code
         return await self.state.write(meta, transit)
+
+    @staticmethod
+    def _busy(meta: TransactionMetadata) -> bool:
+        return meta.has_pending() or meta.state in (TxnState.PREPARE_COMMIT,
+                                                     TxnState.PREPARE_ABORT)
+
+    async def _settle(self, meta: TransactionMetadata) -> None:
+        """Wait up to SETTLE_WAIT_S for `meta` to finish its state write or its completion."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + SETTLE_WAIT_S
+        while self._busy(meta) and loop.time() < deadline:
+            await asyncio.sleep(SETTLE_POLL_S)
 
     def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
                partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
