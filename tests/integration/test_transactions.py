@@ -290,3 +290,41 @@ def test_offset_fetch_with_require_stable_waits_for_the_transactional_commit(clu
     assert fetch() == (Code.UNSTABLE_OFFSET_COMMIT, -1)
     producer.commit_transaction(30)
     assert c.wait_until(lambda: fetch() == (0, 7), timeout=10)
+
+
+def test_the_next_transaction_can_start_while_the_last_one_completes(cluster):
+    """AddPartitionsToTxn sent the moment EndTxn is answered finds the last transaction still
+    writing its markers; the coordinator waits for it to settle instead of answering
+    CONCURRENT_TRANSACTIONS, which would cost the client its retry backoff."""
+    from clients.aio.transactions import _add_partitions_code
+    from tests.support.wire import WireClient
+
+    topic = new_topic(cluster)
+    tid = f"settle-{uuid.uuid4().hex[:6]}"
+    deadline = time.monotonic() + 30
+    coordinator = None
+    while coordinator is None:
+        with WireClient("127.0.0.1", cluster.broker(0).port) as w:
+            r = w.request("FindCoordinator", 4, {"key_type": 1, "coordinator_keys": [tid]})
+            if r.coordinators[0].error_code == 0:
+                coordinator = r.coordinators[0].node_id
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    with WireClient("127.0.0.1", cluster.broker(coordinator).port) as w:
+        init = w.request("InitProducerId", 4, {"transactional_id": tid,
+                                               "transaction_timeout_ms": 60000,
+                                               "producer_id": -1, "producer_epoch": -1})
+        assert init.error_code == 0
+        add = {"v3_and_below_transactional_id": tid,
+               "v3_and_below_producer_id": init.producer_id,
+               "v3_and_below_producer_epoch": init.producer_epoch,
+               "v3_and_below_topics": [{"name": topic, "partitions": list(range(PARTITIONS))}]}
+        end = {"transactional_id": tid, "producer_id": init.producer_id,
+               "producer_epoch": init.producer_epoch, "committed": True}
+        codes = []
+        assert _add_partitions_code(w.request("AddPartitionsToTxn", 3, add)) == 0
+        for _ in range(5):
+            assert w.request("EndTxn", 3, end).error_code == 0
+            codes.append(_add_partitions_code(w.request("AddPartitionsToTxn", 3, add)))
+        assert codes == [0] * 5, codes              # 51 would be CONCURRENT_TRANSACTIONS
+        assert w.request("EndTxn", 3, end).error_code == 0
