@@ -141,7 +141,8 @@ class Broker:
             txn_settings, self.txn_state, self.producer_ids,
             TxnMarkerSender(self.broker_id, self.metadata), wall_ms)
         self.txn_verifier = TxnVerifier(self.broker_id, self.metadata, self.txn_state,
-                                        self.txn_coordinator.verify)
+                                        self.txn_coordinator.verify,
+                                        local_add=self.txn_coordinator.add_partitions)
         if not self.cluster_mode:
             self.standalone.on_become_leader = self._standalone_leads
         self.services = ApiServices(

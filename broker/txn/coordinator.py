@@ -32,7 +32,8 @@ from typing import Callable, Iterable
 from clients.protocol.errors import Code
 
 from .marker_sender import TxnMarkerSender
-from .metadata import TransactionMetadata, TxnState, TxnStateError, TxnTransit
+from .metadata import (MAX_EPOCH, NO_PRODUCER_ID, TransactionMetadata, TxnState, TxnStateError,
+                       TxnTransit, is_epoch_exhausted)
 from .producer_ids import ProducerIdManager
 from .settings import TxnSettings
 from .state_manager import TransactionStateManager
@@ -45,7 +46,7 @@ COMPLETE_RETRY_S = 0.5
 # markers are being written): rather than answer CONCURRENT_TRANSACTIONS at once, which
 # costs the client its retry backoff (librdkafka and Kafka's Java client: 20 ms and more),
 # wait this long for it to settle, looking every SETTLE_POLL_S.
-SETTLE_WAIT_S = 0.1
+SETTLE_WAIT_S = 0.5
 SETTLE_POLL_S = 0.002
 
 
@@ -117,7 +118,10 @@ class TransactionCoordinator:
 
     # ================================================================== AddPartitions / AddOffsets
     async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                             partitions: Iterable[TopicPartition]) -> int:
+                             partitions: Iterable[TopicPartition],
+                             client_transaction_version: int = 0) -> int:
+        """AddPartitionsToTxn / AddOffsetsToTxn, and (transaction version 2) the implicit add
+        of a partition leader's first transactional batch or of TxnOffsetCommit v5."""
         parts = set(partitions)
         meta, code = self._owned(transactional_id, producer_id, producer_epoch)
         if meta is None:
@@ -132,7 +136,7 @@ class TransactionCoordinator:
         if meta.state == TxnState.ONGOING and parts <= meta.partitions:
             return 0
         try:
-            transit = meta.prepare_add_partitions(parts, self.wall_ms())
+            transit = meta.prepare_add_partitions(parts, self.wall_ms(), client_transaction_version)
         except TxnStateError as e:
             return e.code
         return await self.state.write(meta, transit)
@@ -193,13 +197,76 @@ class TransactionCoordinator:
             return Code.CONCURRENT_TRANSACTIONS
         return Code.INVALID_TXN_STATE
 
-    async def _prepare_end(self, meta: TransactionMetadata, commit: bool) -> int:
-        """Write PrepareCommit / PrepareAbort, then complete in the background."""
+    # ================================================================== EndTxn v5
+    async def end_txn_v2(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                         commit: bool) -> tuple[int, int, int]:
+        """EndTxn of transaction version 2 (KIP-890 part 2, EndTxn v5): (error code, producer
+        id, epoch the client goes on with). Every end bumps the epoch, so a late EndTxn or
+        write of an ended transaction carries an old epoch and is fenced. A retry of an end
+        whose answer was lost comes with the epoch before the bump and gets the same answer."""
+        code = self.state.check(transactional_id)
+        if code:
+            return code, -1, -1
+        meta = self.state.get(transactional_id)
+        if meta is None:
+            return Code.INVALID_PRODUCER_ID_MAPPING, -1, -1
+        current = meta.producer_epoch
+        fencing = meta.pending_state == TxnState.PREPARE_EPOCH_FENCE
+        retry_bump = not fencing and current == producer_epoch + 1
+        retry_overflow = (not fencing and meta.prev_producer_id == producer_id
+                          and producer_epoch == MAX_EPOCH - 1 and current == 0)
+        retry = retry_bump or retry_overflow
+        if meta.producer_id != producer_id and not retry_overflow:
+            return Code.INVALID_PRODUCER_ID_MAPPING, -1, -1
+        if meta.has_pending():
+            return Code.CONCURRENT_TRANSACTIONS, -1, -1
+        state = meta.state
+        if state in (TxnState.ONGOING, TxnState.EMPTY):
+            valid = producer_epoch == current
+        elif state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            # The current epoch too: that producer got it from the end under way and may
+            # end its next transaction before the markers are done (Kafka fences it; a
+            # retriable answer is kinder, and only the current producer holds that epoch).
+            valid = retry_bump or producer_epoch == current
+        elif state in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
+            valid = retry or producer_epoch == current
+        else:
+            valid = False
+        if not valid:
+            return Code.PRODUCER_FENCED, -1, -1
+        done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+        in_progress = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+        if state == TxnState.ONGOING or (not commit and not retry and state in (
+                TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)):
+            code = await self._prepare_end(meta, commit, client_transaction_version=2)
+            if code:
+                return code, -1, -1
+            if meta.next_producer_id != NO_PRODUCER_ID:
+                return 0, meta.next_producer_id, 0
+            return 0, meta.producer_id, meta.producer_epoch
+        if state == done and retry:
+            return 0, meta.producer_id, meta.producer_epoch
+        if state == in_progress or (state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
+                                    and producer_epoch == current):
+            return Code.CONCURRENT_TRANSACTIONS, -1, -1
+        if state == TxnState.EMPTY and retry:
+            return Code.PRODUCER_FENCED, -1, -1
+        return Code.INVALID_TXN_STATE, -1, -1
+
+    async def _prepare_end(self, meta: TransactionMetadata, commit: bool,
+                           client_transaction_version: int = 0) -> int:
+        """Write PrepareCommit / PrepareAbort, then complete in the background. Version 2
+        bumps the epoch (a new producer id when the bumped epoch would be exhausted)."""
+        next_id = NO_PRODUCER_ID
+        if client_transaction_version >= 2 and meta.producer_epoch < MAX_EPOCH \
+                and is_epoch_exhausted(meta.producer_epoch + 1):
+            next_id = await self.producer_ids.next_id()
         try:
             transit = meta.prepare_abort_or_commit(
-                TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT, self.wall_ms())
-        except TxnStateError as e:
-            return e.code
+                TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT, self.wall_ms(),
+                next_id, client_transaction_version)
+        except (TxnStateError, ValueError) as e:
+            return e.code if isinstance(e, TxnStateError) else Code.INVALID_TXN_STATE
         code = await self.state.write(meta, transit)
         if code == 0:
             self._complete_later(meta)

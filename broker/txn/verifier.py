@@ -5,6 +5,10 @@ ongoing transaction at that epoch. A Produce delayed in the network and delivere
 transaction ended (aborted, say, after the request timed out) then cannot open a
 transaction nobody will ever end there: it is refused with INVALID_TXN_STATE.
 
+Transaction version 2 (KIP-890 part 2: Produce v12+, TxnOffsetCommit v5+) asks more: the
+client sends no AddPartitionsToTxn, so the leader *adds* the partition to the transaction
+(AddPartitionsToTxn v5 without verify_only), which may also start it.
+
 Later batches of the same transaction need no question: the partition's producer state shows
 the transaction open at that epoch. Appends of one producer to one partition that arrive
 while its question is out wait behind it and are appended in arrival order."""
@@ -12,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable, Iterable
+from typing import Awaitable, Callable, Iterable
 
 from clients.aio.errors import KafkaConnectionError, KafkaTimeoutError
 from clients.aio.pool import ConnectionPool
@@ -25,16 +29,21 @@ log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 ADD_PARTITIONS_VERIFY_VERSION = 4
+ADD_PARTITIONS_ADD_VERSION = 5          # a leader's add for transaction version 2
 LocalVerify = Callable[[str, int, int, list[TopicPartition]], dict[TopicPartition, int]]
+# (transactional id, producer id, epoch, partitions, client transaction version) -> error code
+LocalAdd = Callable[[str, int, int, list[TopicPartition], int], Awaitable[int]]
 
 
 class TxnVerifier:
     def __init__(self, broker_id: int, metadata: MetadataCache, state: TransactionStateManager,
-                 local_verify: LocalVerify, pool: ConnectionPool | None = None) -> None:
+                 local_verify: LocalVerify, pool: ConnectionPool | None = None,
+                 local_add: LocalAdd | None = None) -> None:
         self.broker_id = broker_id
         self.metadata = metadata
         self.state = state
         self.local_verify = local_verify
+        self.local_add = local_add
         self.pool = pool or ConnectionPool(client_id=f"broker-{broker_id}-txn-verify")
         # (topic, partition, producer id) -> the last deferred append of that producer there.
         self._tails: dict[tuple[str, int, int], asyncio.Future[None]] = {}
@@ -53,9 +62,11 @@ class TxnVerifier:
         return fut
 
     async def verify(self, transactional_id: str | None, producer_id: int, producer_epoch: int,
-                     partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+                     partitions: Iterable[TopicPartition], add: bool = False
+                     ) -> dict[TopicPartition, int]:
         """0 for each partition in the producer's ongoing transaction, else the code its
-        append is refused with."""
+        append is refused with. `add` (transaction version 2): add the partitions to the
+        transaction (starting it if none is open) instead of only asking."""
         tps = list(partitions)
         if not transactional_id:
             return {tp: Code.INVALID_TXN_STATE for tp in tps}
@@ -63,6 +74,10 @@ class TxnVerifier:
         if coordinator is None or coordinator.leader < 0:
             return {tp: Code.NOT_ENOUGH_REPLICAS for tp in tps}       # retriable
         if coordinator.leader == self.broker_id:
+            if add:
+                assert self.local_add is not None
+                code = await self.local_add(transactional_id, producer_id, producer_epoch, tps, 2)
+                return {tp: _for_produce(code) for tp in tps}
             local = self.local_verify(transactional_id, producer_id, producer_epoch, tps)
             return {tp: _for_produce(code) for tp, code in local.items()}
         node = self.metadata.broker(coordinator.leader)
@@ -72,12 +87,13 @@ class TxnVerifier:
         for t, p in tps:
             by_topic.setdefault(t, []).append(p)
         body = {"transactions": [{"transactional_id": transactional_id, "producer_id": producer_id,
-                                  "producer_epoch": producer_epoch, "verify_only": True,
+                                  "producer_epoch": producer_epoch, "verify_only": not add,
                                   "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}]}
         self.pool.set_address(node.broker_id, node.host, node.port)
         try:
             conn = await self.pool.get(node.broker_id)
-            r = await conn.request("AddPartitionsToTxn", body, version=ADD_PARTITIONS_VERIFY_VERSION)
+            r = await conn.request("AddPartitionsToTxn", body, version=(
+                ADD_PARTITIONS_ADD_VERSION if add else ADD_PARTITIONS_VERIFY_VERSION))
         except (KafkaConnectionError, KafkaTimeoutError, OSError) as e:
             log.info("verifying with the transaction coordinator %d failed: %s", node.broker_id, e)
             return {tp: Code.NOT_ENOUGH_REPLICAS for tp in tps}

@@ -108,6 +108,8 @@ class BrokerConnection:
         self._close_error: KafkaConnectionError | None = None
         self._broker_versions: dict[int, tuple[int, int]] = {}
         self.api_versions_version = -1  # the ApiVersions version the broker answered
+        # KIP-584: feature name -> the level the cluster finalized (ApiVersions v3+).
+        self.finalized_features: dict[str, int] = {}
 
     @property
     def _transport(self) -> asyncio.Transport:
@@ -170,6 +172,9 @@ class BrokerConnection:
             self._broker_versions = {k.api_key: (k.min_version, k.max_version)
                                      for k in resp.api_keys}
             self.api_versions_version = version
+            if version >= 3 and resp.finalized_features_epoch >= 0:
+                self.finalized_features = {f.name: f.max_version_level
+                                           for f in resp.finalized_features or ()}
             return
 
     # ------------------------------------------------------------------ versions

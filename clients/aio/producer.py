@@ -65,7 +65,7 @@ from .accumulator import (BATCH_OVERHEAD, ProducerBatch, RecordAccumulator, Reco
 from .client import KafkaClient
 from .connection import BrokerConnection
 from .errors import KafkaConnectionError, KafkaTimeoutError
-from .transactions import ProducerTransactions, TransactionManager, is_fatal
+from .transactions import ProducerTransactions, TransactionManager, fenced, is_fatal
 
 __all__ = ["AsyncProducer"]
 
@@ -539,6 +539,14 @@ class AsyncProducer(ProducerTransactions):
         self._need_bump = False
         return True
 
+    def _produce_version(self, conn: BrokerConnection) -> int:
+        """Produce v12+ means transaction version 2 (the leader adds the partition to the
+        transaction): a transactional producer of version 0 stays at v11 (as Kafka's)."""
+        version = conn.version_for("Produce")
+        if self._txn is not None and not self._txn.tv2:
+            version = min(version, 11)
+        return version
+
     async def _produce(self, node: int, conn: BrokerConnection,
                        batches: list[ProducerBatch]) -> None:
         """One ProduceRequest to `node` on `conn` and the handling of its answer. The
@@ -550,6 +558,8 @@ class AsyncProducer(ProducerTransactions):
             topics.setdefault(b.tp.topic, []).append({"index": b.tp.partition,
                                                       "records": b.built})
             by_tp[(b.tp.topic, b.tp.partition)] = b
+        if self._txn is not None:
+            self._txn.sent_batch()
         body = {"transactional_id": self._txn.tid if self._txn else None, "acks": self._acks,
                 "timeout_ms": int(self._request_timeout * 1000),
                 "topic_data": [{"name": t, "partition_data": pd} for t, pd in topics.items()]}
@@ -560,7 +570,8 @@ class AsyncProducer(ProducerTransactions):
                     for b in batches:
                         self._finish(b, base_offset=-1, log_append_time=-1)
                     return
-                resp = await conn.request("Produce", body, timeout=self._request_timeout)
+                resp = await conn.request("Produce", body, version=self._produce_version(conn),
+                                          timeout=self._request_timeout)
             except (KafkaConnectionError, KafkaTimeoutError) as e:
                 self._client.metadata.request_update()
                 for b in batches:
@@ -646,9 +657,13 @@ class AsyncProducer(ProducerTransactions):
                 self._txn.need_bump = True
             else:
                 self._need_bump = True
-        if error is not None and self._txn is not None and not self._closed:
-            self._txn.state.failed(error)
-            self._wake.set()
+        if error is not None and self._txn is not None:
+            # A newer producer took the transactional id (PRODUCER_FENCED from an add, or
+            # INVALID_PRODUCER_EPOCH from a leader): the batch says so as the producer does.
+            error = fenced(error)   # type: ignore[assignment]
+            if not self._closed:
+                self._txn.state.failed(error)
+                self._wake.set()
         self._acc.deallocate(b)
         if error is None:
             b.complete(base_offset, log_append_time)

@@ -21,6 +21,13 @@ A partition is *added* once AddPartitionsToTxn for it succeeded; the accumulator
 partition's batches only then (the broker checks it, KIP-890 part 1). The partitions that
 become new while an AddPartitionsToTxn is in flight go in the next one.
 
+Transaction version 2 (KIP-890 part 2), when the coordinator's broker has finalized the
+feature `transaction.version` at 2 and speaks EndTxn v5: no AddPartitionsToTxn and no
+AddOffsetsToTxn (Produce v12 and TxnOffsetCommit v5 make the leaders add the partitions);
+every EndTxn (v5) bumps the epoch and answers the producer id and epoch to go on with, so a
+late request of an ended transaction is fenced. Otherwise version 0: EndTxn v4, Produce
+v11, TxnOffsetCommit v4 at most.
+
 `TransactionManager` does the I/O: every request goes to the transactional id's
 coordinator (TxnOffsetCommit to the group's) and is retried on COORDINATOR_LOAD_IN_PROGRESS,
 COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR (after finding the coordinator again),
@@ -369,6 +376,7 @@ class TransactionManager:
         self.delivery_timeout = delivery_timeout
         self.state = TxnState(transactional_id)
         self.need_bump = False      # a batch with sequence numbers failed: new epoch after abort
+        self.tv2 = False            # transaction version 2 (module docstring), set by init()
         self._start = start
         self._wake = wake
         self._flush = flush
@@ -412,9 +420,22 @@ class TransactionManager:
             st.fatal(e)
             raise fenced(e) from None
         self.acc.reset_producer(resp.producer_id, resp.producer_epoch)
+        self.tv2 = await self._coordinator_speaks_tv2()
         st.state = READY
-        log.info("transactional.id %r: producer id %d, epoch %d", self.tid, resp.producer_id,
-                 resp.producer_epoch)
+        log.info("transactional.id %r: producer id %d, epoch %d, transaction version %d",
+                 self.tid, resp.producer_id, resp.producer_epoch, 2 if self.tv2 else 0)
+
+    async def _coordinator_speaks_tv2(self) -> bool:
+        """Has the coordinator's broker finalized transaction.version 2, with EndTxn v5?"""
+        try:
+            node = await self.client.coordinator(self.tid, 1, timeout=self.max_block)
+            conn = await self.client.connection(node)
+            return (conn.finalized_features.get("transaction.version", 0) >= 2
+                    and conn.version_for("EndTxn") >= 5)
+        except Exception as e:                      # no answer: the older protocol is safe
+            log.info("transactional.id %r: transaction version unknown (%r): using 0",
+                     self.tid, e)
+            return False
 
     async def _bump_epoch(self, deadline: float) -> None:
         """KIP-360: after an abort with a failed sequenced batch, a new epoch (sequences
@@ -432,9 +453,22 @@ class TransactionManager:
         self.state.begin()
 
     def add_partition(self, tp: TopicPartition) -> None:
+        if self.tv2:
+            st = self.state
+            if st.add_partition(tp):                # the leader adds it (Produce v12) ...
+                started = st.started
+                st.partitions_added(st.take_pending())
+                st.started = started                # ... once a batch is sent (sent_batch)
+                self._wake()
+            return
         if self.state.add_partition(tp) and (self._adder is None or self._adder.done()):
             self._adder = asyncio.get_running_loop().create_task(
                 self._add_loop(), name="strom-producer-add-partitions")
+
+    def sent_batch(self) -> None:
+        """A batch of the transaction went to its leader: with version 2 the transaction may
+        have started there, so its end needs an EndTxn."""
+        self.state.started = True
 
     async def _add_loop(self) -> None:
         st = self.state
@@ -495,10 +529,11 @@ class TransactionManager:
         deadline = self._deadline(timeout)
         pid, epoch = self.acc.producer_id, self.acc.producer_epoch
         try:
-            await self._coordinated(self.tid, 1, "AddOffsetsToTxn", {
-                "transactional_id": self.tid, "producer_id": pid, "producer_epoch": epoch,
-                "group_id": group_id}, deadline)
-            st.offsets_added()
+            if not self.tv2:           # version 2: TxnOffsetCommit v5 adds the offsets partition
+                await self._coordinated(self.tid, 1, "AddOffsetsToTxn", {
+                    "transactional_id": self.tid, "producer_id": pid, "producer_epoch": epoch,
+                    "group_id": group_id}, deadline)
+                st.offsets_added()
             if not topics:
                 return
             await self._coordinated(group_id, 0, "TxnOffsetCommit", {
@@ -506,7 +541,8 @@ class TransactionManager:
                 "producer_epoch": epoch, "generation_id": generation, "member_id": member_id,
                 "group_instance_id": instance_id,
                 "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]},
-                deadline, _offset_commit_code)
+                deadline, _offset_commit_code, max_version=None if self.tv2 else 4)
+            st.offsets_added()
         except Exception as e:
             raise self._check(e) from None
         finally:
@@ -519,14 +555,19 @@ class TransactionManager:
         if not st.started and not st.uncertain:
             return                    # the coordinator never heard of this transaction
         try:
-            await self._coordinated(self.tid, 1, "EndTxn", {
+            resp = await self._coordinated(self.tid, 1, "EndTxn", {
                 "transactional_id": self.tid, "producer_id": self.acc.producer_id,
-                "producer_epoch": self.acc.producer_epoch, "committed": commit}, deadline)
+                "producer_epoch": self.acc.producer_epoch, "committed": commit}, deadline,
+                max_version=None if self.tv2 else 4)
         except KafkaError as e:
             if (not commit and not st.started and st.uncertain
                     and e.code == Code.INVALID_TXN_STATE):
                 return                # the add that may have started it had not, after all
             raise
+        if self.tv2:
+            # The epoch was bumped: the next transaction goes on with the answer's.
+            self.acc.reset_producer(resp.producer_id, resp.producer_epoch)
+            self.need_bump = False
 
     async def commit(self, timeout: float | None) -> None:
         st = self.state

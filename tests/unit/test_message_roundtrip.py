@@ -292,16 +292,17 @@ def test_declaration_is_well_formed(api: Api) -> None:
     walk(api.response, f"{api.name}.response")
 
 
-# API key -> (name, Kafka 3.7's version range) for the APIs core.py and admin.py declare.
+# API key -> (name, Kafka 3.7's version range) for the APIs core.py and admin.py declare;
+# the transaction APIs go to Kafka 4.x's, for transaction version 2 (KIP-890 part 2).
 KAFKA_37_RANGES: dict[int, tuple[str, int, int]] = {
-    0: ("Produce", 0, 10), 1: ("Fetch", 0, 16), 2: ("ListOffsets", 0, 8),
-    3: ("Metadata", 0, 12), 18: ("ApiVersions", 0, 3), 22: ("InitProducerId", 0, 4),
+    0: ("Produce", 0, 12), 1: ("Fetch", 0, 16), 2: ("ListOffsets", 0, 8),
+    3: ("Metadata", 0, 12), 18: ("ApiVersions", 0, 3), 22: ("InitProducerId", 0, 5),
     23: ("OffsetForLeaderEpoch", 0, 4), 60: ("DescribeCluster", 0, 1),
     19: ("CreateTopics", 0, 7), 20: ("DeleteTopics", 0, 6), 21: ("DeleteRecords", 0, 2),
     32: ("DescribeConfigs", 0, 4), 33: ("AlterConfigs", 0, 2), 37: ("CreatePartitions", 0, 3),
     44: ("IncrementalAlterConfigs", 0, 1),
-    24: ("AddPartitionsToTxn", 0, 4), 25: ("AddOffsetsToTxn", 0, 3), 26: ("EndTxn", 0, 3),
-    27: ("WriteTxnMarkers", 0, 1), 28: ("TxnOffsetCommit", 0, 3), 61: ("DescribeProducers", 0, 0),
+    24: ("AddPartitionsToTxn", 0, 5), 25: ("AddOffsetsToTxn", 0, 4), 26: ("EndTxn", 0, 5),
+    27: ("WriteTxnMarkers", 0, 1), 28: ("TxnOffsetCommit", 0, 5), 61: ("DescribeProducers", 0, 0),
     65: ("DescribeTransactions", 0, 0), 66: ("ListTransactions", 0, 1),
     29: ("DescribeAcls", 0, 3), 30: ("CreateAcls", 0, 3), 31: ("DeleteAcls", 0, 3),
     35: ("DescribeLogDirs", 0, 4), 43: ("ElectLeaders", 0, 2),

@@ -38,7 +38,7 @@ class ScriptedCoordinator(TxnVerifier):
         super().__init__(0, MetadataCache(), None, local_verify=None)
         self.questions: list[tuple[int, list, asyncio.Future]] = []
 
-    async def verify(self, transactional_id, producer_id, producer_epoch, partitions):
+    async def verify(self, transactional_id, producer_id, producer_epoch, partitions, add=False):
         tps = list(partitions)
         answer = asyncio.get_running_loop().create_future()
         self.questions.append((producer_id, tps, answer))

@@ -6,11 +6,14 @@ from typing import Protocol
 from clients.protocol.errors import Code
 
 from ...group.coordinator import GroupCoordinator
+from ...group.offsets import OFFSETS_TOPIC
+from ...txn.verifier import TxnVerifier
 from ..dispatch import RequestContext, handles
 
 
 class OffsetCommitServices(Protocol):
     groups: GroupCoordinator
+    txn_verifier: TxnVerifier
 
 
 @handles("OffsetCommit", (0, 9))
@@ -32,12 +35,25 @@ async def offset_commit(services: OffsetCommitServices, request, ctx: RequestCon
         for t in request.topics]}
 
 
-@handles("TxnOffsetCommit", (0, 3))
+@handles("TxnOffsetCommit", (0, 5))
 async def txn_offset_commit(services: OffsetCommitServices, request, ctx: RequestContext) -> dict:
     v = ctx.version
     commits = {(t.name, p.partition_index): (p.committed_offset, p.committed_leader_epoch if v >= 2 else -1,
                                              p.committed_metadata)
                for t in request.topics for p in t.partitions}
+    if v >= 5:
+        # Transaction version 2: no AddOffsetsToTxn came; add the group's offsets partition
+        # to the transaction here (as a partition leader does for Produce v12).
+        tp = (OFFSETS_TOPIC, services.groups.partition_for(request.group_id))
+        code = (await services.txn_verifier.verify(request.transactional_id, request.producer_id,
+                                                   request.producer_epoch, [tp], add=True))[tp]
+        if code:
+            if code == Code.NOT_ENOUGH_REPLICAS:        # the coordinator was busy or moving
+                code = Code.COORDINATOR_LOAD_IN_PROGRESS
+            return {"throttle_time_ms": 0, "topics": [
+                {"name": t.name, "partitions": [
+                    {"partition_index": p.partition_index, "error_code": code}
+                    for p in t.partitions]} for t in request.topics]}
     results = await services.groups.txn_commit_offsets(
         request.group_id, request.producer_id, request.producer_epoch,
         request.generation_id if v >= 3 else -1, request.member_id if v >= 3 else "",

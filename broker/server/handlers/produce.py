@@ -49,14 +49,18 @@ _LOGGED_ERRORS = {
 }
 
 
-@handles("Produce", (0, 10))
+@handles("Produce", (0, 12))
 def produce(services: ProduceServices, request, ctx: RequestContext
             ) -> dict | None | Coroutine[Any, Any, dict | None]:
     acks = request.acks
     results = []
     waits: list = []    # (entry, topic, partition, offset the high watermark must reach)
     deferred: list = []  # (entry, topic, partition, records, producer id, epoch, turn, done)
-    verifier = services.txn_verifier if services.config.get("transaction.partition.verification.enable") else None
+    # Produce v12+ (transaction version 2) comes without AddPartitionsToTxn: the leader adds
+    # the partition to the transaction, whatever the verification setting.
+    add = ctx.version >= 12
+    verifier = services.txn_verifier if add or services.config.get(
+        "transaction.partition.verification.enable") else None
     for topic in request.topic_data:
         parts = []
         for pd in topic.partition_data:
@@ -88,7 +92,7 @@ def produce(services: ProduceServices, request, ctx: RequestContext
     if deferred:
         assert verifier is not None
         return _verify_then_append(services, verifier, request.transactional_id, acks, response,
-                                   waits, deferred, timeout_s, ctx.version)
+                                   waits, deferred, timeout_s, ctx.version, add)
     if acks == 0:
         return None
     if waits:
@@ -152,7 +156,7 @@ def _transaction_unseen(services: ProduceServices, topic: str, index: int, produ
 
 async def _verify_then_append(services: ProduceServices, verifier: TxnVerifier, transactional_id: str | None,
                               acks: int, response: dict, waits: list, deferred: list, timeout_s: float,
-                              version: int) -> dict | None:
+                              version: int, add: bool = False) -> dict | None:
     """KIP-890 part 1: ask the coordinator, then append what it confirmed, in arrival order
     behind earlier deferred appends of the same producer and partition."""
     try:
@@ -167,7 +171,7 @@ async def _verify_then_append(services: ProduceServices, verifier: TxnVerifier, 
             ask = [(t, i) for _, t, i, *_ in items if _transaction_unseen(services, t, i, pid, epoch)]
             codes = dict.fromkeys(((t, i) for _, t, i, *_ in items), 0)
             if ask:
-                codes.update(await verifier.verify(transactional_id, pid, epoch, ask))
+                codes.update(await verifier.verify(transactional_id, pid, epoch, ask, add))
             for entry, topic, index, records, *_ in items:
                 code = codes.get((topic, index), Code.INVALID_TXN_STATE)
                 if code:

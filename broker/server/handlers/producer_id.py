@@ -18,7 +18,7 @@ class ProducerIdServices(Protocol):
 MAX_EPOCH = 32767
 
 
-@handles("InitProducerId", (0, 4))
+@handles("InitProducerId", (0, 5))
 async def init_producer_id(services: ProducerIdServices, request, ctx: RequestContext) -> dict:
     pid = request.producer_id if ctx.version >= 3 else -1
     epoch = request.producer_epoch if ctx.version >= 3 else -1

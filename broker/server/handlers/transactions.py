@@ -1,6 +1,8 @@
-"""The transaction coordinator's APIs (KIP-98): AddPartitionsToTxn (v0-3 from producers; v4
-batched, with the verify-only form partition leaders use, KIP-890), AddOffsetsToTxn, EndTxn,
-DescribeTransactions, ListTransactions, and the partition leaders' DescribeProducers.
+"""The transaction coordinator's APIs (KIP-98): AddPartitionsToTxn (v0-3 from producers; v4+
+batched, with the verify-only form partition leaders use, KIP-890, and v5's add for
+transaction version 2), AddOffsetsToTxn, EndTxn (v5: transaction version 2, the epoch bumped
+at every end), DescribeTransactions, ListTransactions, and the partition leaders'
+DescribeProducers.
 InitProducerId with a transactional id is in
 producer_id.py; the markers they lead to in txn_markers.py."""
 from __future__ import annotations
@@ -32,7 +34,7 @@ def _topic_results(topics: Any, codes: dict[tuple[str, int], int]) -> list[dict]
         for t in topics]
 
 
-@handles("AddPartitionsToTxn", (0, 4))
+@handles("AddPartitionsToTxn", (0, 5))
 async def add_partitions_to_txn(services: TxnServices, request, ctx: RequestContext) -> dict:
     txn = services.txn
     if ctx.version <= 3:
@@ -49,14 +51,16 @@ async def add_partitions_to_txn(services: TxnServices, request, ctx: RequestCont
         if tx.verify_only:
             codes = txn.verify(tx.transactional_id, tx.producer_id, tx.producer_epoch, parts)
         else:
-            code = await txn.add_partitions(tx.transactional_id, tx.producer_id, tx.producer_epoch, parts)
+            # A leader's add for a Produce v12+ / TxnOffsetCommit v5+ (transaction version 2).
+            code = await txn.add_partitions(tx.transactional_id, tx.producer_id, tx.producer_epoch,
+                                            parts, 2 if ctx.version >= 5 else 0)
             codes = {tp: code for tp in parts}
         results.append({"transactional_id": tx.transactional_id,
                         "topic_results": _topic_results(tx.topics, codes)})
     return {"throttle_time_ms": 0, "error_code": 0, "results_by_transaction": results}
 
 
-@handles("AddOffsetsToTxn", (0, 3))
+@handles("AddOffsetsToTxn", (0, 4))
 async def add_offsets_to_txn(services: TxnServices, request, ctx: RequestContext) -> dict:
     if not request.group_id:
         return {"throttle_time_ms": 0, "error_code": Code.INVALID_GROUP_ID}
@@ -66,8 +70,14 @@ async def add_offsets_to_txn(services: TxnServices, request, ctx: RequestContext
     return {"throttle_time_ms": 0, "error_code": code}
 
 
-@handles("EndTxn", (0, 3))
+@handles("EndTxn", (0, 5))
 async def end_txn(services: TxnServices, request, ctx: RequestContext) -> dict:
+    if ctx.version >= 5:
+        code, pid, epoch = await services.txn.end_txn_v2(
+            request.transactional_id, request.producer_id, request.producer_epoch,
+            request.committed)
+        return {"throttle_time_ms": 0, "error_code": code, "producer_id": pid,
+                "producer_epoch": epoch}
     code = await services.txn.end_txn(request.transactional_id, request.producer_id,
                                       request.producer_epoch, request.committed)
     return {"throttle_time_ms": 0, "error_code": code}

@@ -220,9 +220,10 @@ ADD_PARTITIONS_TO_TXN_TOPIC_RESULT = [
 ]
 
 AddPartitionsToTxn = Api(
-    key=24, name="AddPartitionsToTxn", valid=(0, 4), flexible=3,
+    key=24, name="AddPartitionsToTxn", valid=(0, 5), flexible=3,
     request=[
-        # v4+ is sent by brokers (verification), v0-3 by clients.
+        # v4+ is sent by brokers (verification; v5 without verify_only adds, for transaction
+        # version 2), v0-3 by clients. v5 adds the error TRANSACTION_ABORTABLE.
         F("transactions", [
             F("transactional_id", "string"),
             F("producer_id", "int64"),
@@ -247,7 +248,7 @@ AddPartitionsToTxn = Api(
 )
 
 AddOffsetsToTxn = Api(
-    key=25, name="AddOffsetsToTxn", valid=(0, 3), flexible=3,
+    key=25, name="AddOffsetsToTxn", valid=(0, 4), flexible=3,     # v4: TRANSACTION_ABORTABLE
     request=[
         F("transactional_id", "string"),
         F("producer_id", "int64"),
@@ -261,7 +262,9 @@ AddOffsetsToTxn = Api(
 )
 
 EndTxn = Api(
-    key=26, name="EndTxn", valid=(0, 3), flexible=3,
+    # v4: TRANSACTION_ABORTABLE; v5: transaction version 2 (KIP-890 part 2): the epoch is
+    # bumped at every end, and the answer names the producer id and epoch to go on with.
+    key=26, name="EndTxn", valid=(0, 5), flexible=3,
     request=[
         F("transactional_id", "string"),
         F("producer_id", "int64"),
@@ -271,6 +274,8 @@ EndTxn = Api(
     response=[
         F("throttle_time_ms", "int32"),
         F("error_code", "int16"),
+        F("producer_id", "int64", versions="5+", default=-1),
+        F("producer_epoch", "int16", versions="5+", default=-1),
     ],
 )
 
@@ -303,7 +308,9 @@ WriteTxnMarkers = Api(
 )
 
 TxnOffsetCommit = Api(
-    key=28, name="TxnOffsetCommit", valid=(0, 3), flexible=3,
+    # v4: TRANSACTION_ABORTABLE; v5 (transaction version 2): also adds the offsets partition
+    # to the transaction (no AddOffsetsToTxn).
+    key=28, name="TxnOffsetCommit", valid=(0, 5), flexible=3,
     request=[
         F("transactional_id", "string"),
         F("group_id", "string"),

@@ -83,7 +83,9 @@ Metadata = Api(
 )
 
 Produce = Api(
-    key=0, name="Produce", valid=(0, 10), flexible=9,
+    # v11: TRANSACTION_ABORTABLE; v12 (transaction version 2): a transactional batch also adds
+    # its partition to the transaction (no AddPartitionsToTxn). Same layout as v10.
+    key=0, name="Produce", valid=(0, 12), flexible=9,
     request=[
         F("transactional_id", "string", versions="3+", nullable="3+", default=NULL),
         F("acks", "int16"),
@@ -262,7 +264,7 @@ OffsetForLeaderEpoch = Api(
 )
 
 InitProducerId = Api(
-    key=22, name="InitProducerId", valid=(0, 4), flexible=2,
+    key=22, name="InitProducerId", valid=(0, 5), flexible=2,      # v5: TRANSACTION_ABORTABLE
     request=[
         F("transactional_id", "string", nullable="0+"),
         F("transaction_timeout_ms", "int32"),
