@@ -213,8 +213,10 @@ class TransactionCoordinator:
         current = meta.producer_epoch
         fencing = meta.pending_state == TxnState.PREPARE_EPOCH_FENCE
         retry_bump = not fencing and current == producer_epoch + 1
+        # The end that is being retried moved the producer to a new id at epoch 0: it was
+        # at an epoch whose bump would have been exhausted (see _prepare_end).
         retry_overflow = (not fencing and meta.prev_producer_id == producer_id
-                          and producer_epoch == MAX_EPOCH - 1 and current == 0)
+                          and is_epoch_exhausted(producer_epoch + 1) and current == 0)
         retry = retry_bump or retry_overflow
         if meta.producer_id != producer_id and not retry_overflow:
             return Code.INVALID_PRODUCER_ID_MAPPING, -1, -1

@@ -16,12 +16,13 @@ Sans-io: no I/O, no clock (times come in as `now_ms`), no locks (the coordinator
 event loop).
 
 Epoch fencing (an Ongoing transaction that must be aborted from the coordinator, because a
-new producer called InitProducerId or the transaction timed out) is, as in Kafka, a step the
-coordinator does not write to the log: `prepare_fence_producer_epoch()` then at once
-`complete_transition(...)` (memory only), then `prepare_abort_or_commit(PREPARE_ABORT, ...)`,
-written and completed as usual. Should that write fail, the metadata stays in
-PrepareEpochFence with the fenced epoch, and the coordinator retries the abort from there
-(Kafka's hasFailedEpochFence: the epoch is never bumped twice for one fence). A transaction
+new producer called InitProducerId or the transaction timed out): `prepare_fence_producer_epoch()`,
+then `prepare_abort_or_commit(PREPARE_ABORT, ...)`. Kafka keeps the fence step in memory;
+strom's coordinator writes it too (one more write, so a coordinator that takes over after a
+crash between the two finds the fenced epoch and finishes the abort). Should the abort's
+write fail, the metadata stays in PrepareEpochFence with the fenced epoch, and the
+coordinator retries the abort from there (Kafka's hasFailedEpochFence: the epoch is never
+bumped twice for one fence). A transaction
 version 2 abort bumps the epoch itself, so for such clients the coordinator may skip the
 fence step and abort from Ongoing directly.
 """
