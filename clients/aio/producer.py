@@ -539,13 +539,13 @@ class AsyncProducer(ProducerTransactions):
         self._need_bump = False
         return True
 
-    def _produce_version(self, conn: BrokerConnection) -> int:
+    def _produce_version(self, conn: BrokerConnection) -> int | None:
         """Produce v12+ means transaction version 2 (the leader adds the partition to the
-        transaction): a transactional producer of version 0 stays at v11 (as Kafka's)."""
-        version = conn.version_for("Produce")
+        transaction): a transactional producer of version 0 stays at v11 (as Kafka's).
+        None: the connection's negotiated version."""
         if self._txn is not None and not self._txn.tv2:
-            version = min(version, 11)
-        return version
+            return min(conn.version_for("Produce"), 11)
+        return None
 
     async def _produce(self, node: int, conn: BrokerConnection,
                        batches: list[ProducerBatch]) -> None:
