@@ -198,3 +198,29 @@ def test_a_second_producer_with_the_same_id_fences_the_first(cluster):
     assert strom_read(c, topic, "read_committed") == [b"new"]
     assert ck_read(c, topic, "read_committed") == [b"new"]
     assert strom_read(c, topic, "read_uncommitted") == [b"new", b"zombie-before"]
+
+
+def test_the_client_uses_transaction_version_2_with_strom(cluster):
+    """strom's brokers finalize transaction.version 2, so the client ends each transaction
+    with EndTxn v5: the coordinator bumps the epoch at every end (KIP-890 part 2), and the
+    client goes on with the epoch it was given (else its next batch would be fenced)."""
+    from clients.admin import AdminClient as StromAdmin
+
+    c = cluster
+    topic = new_topic(c)
+    tid = f"tv2-{uuid.uuid4()}"
+    p = txn_producer(c, tid)
+    with StromAdmin(bootstrap_servers=c.bootstrap) as admin:
+        epochs = [admin.describe_transactions([tid])[tid].producer_epoch]
+        for i in range(3):
+            p.begin_transaction()
+            p.send(topic, b"tv2-%d" % i, partition=i % PARTITIONS)
+            if i == 1:
+                p.flush(30)                 # sent, so the transaction started at the broker
+                p.abort_transaction(30)
+            else:
+                p.commit_transaction(30)
+            epochs.append(admin.describe_transactions([tid])[tid].producer_epoch)
+    p.close()
+    assert epochs == [epochs[0] + n for n in range(4)], epochs
+    assert sorted(strom_read(c, topic, "read_committed")) == [b"tv2-0", b"tv2-2"]
