@@ -35,6 +35,7 @@ import struct
 from typing import Any, Callable, Coroutine
 
 from clients.aio.flow_control import WriteFlowControl
+from clients.protocol.acl import ANONYMOUS
 from clients.protocol.framing import FrameReceiver
 from clients.protocol.types import DeferredBytes
 
@@ -415,16 +416,29 @@ Dispatch = Callable[[memoryview, "ConnectionInfo"], "Response | None | Coroutine
 
 
 class ConnectionInfo:
-    """What a handler may know about the connection a request came on."""
+    """What a handler may know about the connection a request came on: where from, on which
+    listener, and who it is (the principal the authorizer is asked about)."""
 
-    __slots__ = ("peer", "listener", "client_id", "closed", "state")
+    __slots__ = ("peer", "listener", "client_id", "closed", "state", "security_protocol",
+                 "principal", "authenticated", "sasl")
 
-    def __init__(self, peer: Any, listener: str):
+    def __init__(self, peer: Any, listener: str, security_protocol: str = "PLAINTEXT"):
         self.peer = peer
         self.listener = listener
         self.client_id: str | None = None
         self.closed = False
-        self.state: dict[str, Any] = {}   # per-connection state (SASL, etc.)
+        self.state: dict[str, Any] = {}   # per-connection state of handlers
+        self.security_protocol = security_protocol
+        # PLAINTEXT and SSL connections are who they are from the start (ANONYMOUS, or the
+        # client certificate's principal); a SASL one only after SaslAuthenticate succeeds.
+        self.principal = ANONYMOUS
+        self.authenticated = not security_protocol.startswith("SASL_")
+        self.sasl: Any = None             # the SASL exchange in progress (handlers/sasl.py)
+
+    @property
+    def host(self) -> str:
+        """The peer's IP address ("" when unknown), as ACLs name hosts."""
+        return str(self.peer[0]) if isinstance(self.peer, tuple) and self.peer else ""
 
 
 class KafkaServer:
