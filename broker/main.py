@@ -40,6 +40,7 @@ from .server import handlers  # noqa: F401  (registers every handler)
 from .server.dispatch import Dispatcher
 from .server.fetch_sessions import FetchSessionCache
 from .server.network import KafkaServer
+from .security.authorizer import AllowAll
 from .server.services import ApiServices
 from .stats import BrokerTopicStats, ControllerStats, RequestStats
 from .topic_admin import TopicAdmin
@@ -72,10 +73,13 @@ class Broker:
         self.request_stats = RequestStats()
         self.controller_stats = ControllerStats()
         self.metrics: BrokerMetrics | None = None
-        adv = config.advertised_listeners[0]
-        self.advertised = BrokerInfo(self.broker_id, adv[1], adv[2], config.get("broker.rack"))
-        self.listener_name = adv[0]
-        self.metadata = MetadataCache(self.advertised)
+        # Brokers reach each other on the inter-broker listener; a client is given the
+        # addresses of the listener it came in on (MetadataCache.alive_brokers).
+        self.listener_name = config.inter_broker_listener_name
+        adv = next(a for a in config.advertised_listeners if a.name == self.listener_name)
+        self.advertised = BrokerInfo(self.broker_id, adv.host, adv.port, config.get("broker.rack"))
+        self.metadata = MetadataCache(self.advertised, {a.name: (a.host, a.port)
+                                                        for a in config.advertised_listeners})
         self.topic_configs = TopicConfigResolver(config)
         self.log_manager = LogManager(
             config.log_dirs, self.topic_configs.default_log_config(),
@@ -104,7 +108,9 @@ class Broker:
             assert config.zookeeper_connect is not None
             self.store = self.zk_store = ZkMetadataStore.for_broker(
                 self.advertised, config.zookeeper_connect,
-                advertised_listeners=config.advertised_listeners,
+                # The inter-broker listener first: the store reports live brokers on it.
+                advertised_listeners=sorted(config.advertised_listeners,
+                                            key=lambda a: a[0] != self.listener_name),
                 security_protocols=config.security_protocol_map,
                 session_timeout_ms=config.get("zookeeper.session.timeout.ms"),
                 connection_timeout_ms=config.zookeeper_connection_timeout_ms)
@@ -149,7 +155,7 @@ class Broker:
             self.broker_id, self.listener_name, self.cluster_mode, config, self.store, self.metadata,
             self.replicas, self.purgatory, self.fetch_sessions, self.topic_stats, self.topic_admin,
             self.topic_configs, self.dynamic_configs, self.group_coordinator, self.producer_ids,
-            self.controller, self.txn_coordinator, self.txn_verifier)
+            self.controller, self.txn_coordinator, self.txn_verifier, AllowAll())
         self.servers: list[KafkaServer] = []
         self.background = BackgroundTasks(config, self.log_manager, self.replicas,
                                           self.isr_announcer, self.group_coordinator.tick,
@@ -186,9 +192,13 @@ class Broker:
                                  eager_api_keys=EAGER_API_KEYS)
             await server.start()
             self.servers.append(server)
-        if self.advertised.port == 0:
-            # An ephemeral listener port (tests): advertise the port actually bound.
-            self.advertised.port = self.servers[0].bound_port
+        for server in self.servers:
+            host, port = self.metadata.this_endpoints[server.listener_name]
+            if port == 0:
+                # An ephemeral listener port (tests): advertise the port actually bound.
+                self.metadata.this_endpoints[server.listener_name] = (host, server.bound_port)
+                if server.listener_name == self.listener_name:
+                    self.advertised.port = server.bound_port
 
     async def start(self) -> None:
         if self.cluster_mode:

@@ -22,21 +22,46 @@ class PartitionInfo:
 
 
 class MetadataCache:
-    def __init__(self, this_broker: BrokerInfo | None = None) -> None:
+    """`brokers` are addressed on the inter-broker listener (what replication and the
+    coordinators connect to); `endpoints` holds every listener's address of each broker, so a
+    client is given the addresses of the listener it came in on (Kafka's rule)."""
+
+    def __init__(self, this_broker: BrokerInfo | None = None,
+                 this_endpoints: dict[str, tuple[str, int]] | None = None) -> None:
         self.this_broker = this_broker
+        self.this_endpoints: dict[str, tuple[str, int]] = dict(this_endpoints or {})
         self.brokers: dict[int, BrokerInfo] = {}
+        self.endpoints: dict[int, dict[str, tuple[str, int]]] = {}
         self.controller_id = -1
         self.controller_epoch = -1
         self._controller_waiters: list[asyncio.Future] = []
         self.partitions: dict[tuple[str, int], PartitionInfo] = {}
 
-    def alive_brokers(self) -> list[BrokerInfo]:
-        """Live brokers; always including this one, so a client that asks before the
-        controller's first UpdateMetadata keeps a broker to ask again."""
+    def alive_brokers(self, listener: str | None = None) -> list[BrokerInfo]:
+        """Live brokers, addressed on `listener` (None: the inter-broker one); always
+        including this one, so a client that asks before the controller's first
+        UpdateMetadata keeps a broker to ask again. A broker without that listener is left
+        out, as Kafka does."""
         brokers = dict(self.brokers)
         if self.this_broker is not None:
             brokers.setdefault(self.this_broker.broker_id, self.this_broker)
-        return [brokers[b] for b in sorted(brokers)]
+        if listener is None:
+            return [brokers[b] for b in sorted(brokers)]
+        out = []
+        for b in sorted(brokers):
+            info = self._on_listener(brokers[b], listener)
+            if info is not None:
+                out.append(info)
+        return out
+
+    def _on_listener(self, info: BrokerInfo, listener: str) -> BrokerInfo | None:
+        eps = self.endpoints.get(info.broker_id)
+        if eps is None and self.this_broker is not None and info.broker_id == self.this_broker.broker_id:
+            eps = self.this_endpoints
+        if not eps:
+            return info         # told nothing about its listeners (UpdateMetadata v0)
+        ep = eps.get(listener)
+        return None if ep is None else BrokerInfo(info.broker_id, ep[0], ep[1], info.rack)
 
     def set_controller(self, controller_id: int, controller_epoch: int) -> None:
         self.controller_id = controller_id
@@ -62,8 +87,12 @@ class MetadataCache:
             if w in self._controller_waiters:
                 self._controller_waiters.remove(w)
 
-    def broker(self, broker_id: int) -> BrokerInfo | None:
-        return self.brokers.get(broker_id)
+    def broker(self, broker_id: int, listener: str | None = None) -> BrokerInfo | None:
+        """A live broker, addressed on `listener` (None: the inter-broker listener)."""
+        info = self.brokers.get(broker_id)
+        if info is None or listener is None:
+            return info
+        return self._on_listener(info, listener)
 
     def partition(self, topic: str, index: int) -> PartitionInfo | None:
         return self.partitions.get((topic, index))

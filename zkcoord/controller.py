@@ -30,6 +30,9 @@ from .zk_events import (BrokersChanged, ControllerChanged, IsrChangesNotified, S
                         TopicDeletionsRequested, TopicModified, TopicsChanged, ZkEvent)
 from .zookeeper import ZkMetadataStore
 
+# Kafka's SecurityProtocol ids, as UpdateMetadata carries them.
+_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
@@ -570,7 +573,8 @@ class Controller:
     def _send_update_metadata(self, brokers: set[int], tps: list[TopicPartition], deleting: bool = False) -> None:
         regs = self.zk.broker_registrations()
         live = [{"id": b, "endpoints": [{"port": ep.port, "host": ep.host, "listener": ep.listener_name,
-                                         "security_protocol": 0} for ep in regs[b].endpoints],
+                                         "security_protocol": _PROTOCOL_IDS.get(ep.security_protocol, 0)}
+                                        for ep in regs[b].endpoints],
                  "rack": regs[b].rack} for b in sorted(self.live) if b in regs]
         body = {"controller_id": self.broker_id, "controller_epoch": self.epoch, "broker_epoch": -1,
                 "live_brokers": live, "topic_states": self._by_topic(tps, deleting)}

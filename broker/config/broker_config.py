@@ -15,7 +15,9 @@ from .describe import (DYNAMIC_BROKER, DYNAMIC_DEFAULT, ConfigEntry, ConfigLayer
                        describe_broker_key, describe_dynamic_defaults, describe_topic_key)
 from .dynamic import check_dynamic, layer_dynamic
 from .listeners import Listener, parse_listeners, parse_protocol_map
-from .loading import load_static, read_config_file
+from .loading import LISTENER_PREFIX, listener_key, load_static, read_config_file
+from .security import (ACL_AUTHORIZERS, ListenerSecurity, inter_broker_credentials, parse_super_users,
+                       resolve_listeners)
 from .topic_configs import topic_default_string, topic_defaults, typed_topic_config
 from .topic_keys import TOPIC_CONFIG, TOPIC_CONFIGS
 from .value_types import ConfigValue
@@ -47,6 +49,7 @@ class BrokerConfig:
         self._where = static.where
         self._raw = static.raw
         self.unknown: dict[str, str] = static.unknown
+        self._per_listener = static.per_listener
         self._values = static.values
         self._label = label
         self._static_values = dict(self._values)
@@ -68,7 +71,23 @@ class BrokerConfig:
         return cls(dict(props or {}))
 
     def _fail(self, key: str, message: str) -> ConfigError:
-        return ConfigError(f"{self._where.get(key, self._label)}: {key}: {message}", key)
+        where = self._where.get(key)
+        if where is None and key.startswith(LISTENER_PREFIX):
+            own = listener_key(key)
+            if own is not None and own[1] in self._per_listener.get(own[0], {}):
+                where = self._per_listener[own[0]][own[1]][1]
+        return ConfigError(f"{where or self._label}: {key}: {message}", key)
+
+    def _parse_listener_value(self, key: str, raw: str) -> ConfigValue:
+        own = listener_key(key)
+        assert own is not None
+        spec = BROKER_CONFIG[own[1]] if own[1] in BROKER_CONFIG else None
+        if spec is None:
+            return raw
+        try:
+            return spec.parse(raw)
+        except ValueError as e:
+            raise self._fail(key, str(e)) from None
 
     def _derive(self) -> None:
         v = self._values
@@ -139,6 +158,7 @@ class BrokerConfig:
                                       f"advertised.listeners (have: "
                                       f"{', '.join(a.name for a in self.advertised_listeners)})")
         self.inter_broker_listener_name: str = ibl
+        self._derive_security()
 
         if v["replica.fetch.wait.max.ms"] > v["replica.lag.time.max.ms"]:
             raise self._fail("replica.fetch.wait.max.ms",
@@ -158,6 +178,27 @@ class BrokerConfig:
         self.log_retention_ms: int = -1 if retention < 0 else retention  # Kafka: any negative = -1
         self.log_flush_interval_ms: int = self._first_of(
             ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"))
+
+    def _derive_security(self) -> None:
+        v = self._values
+        self.listener_security: dict[str, ListenerSecurity] = resolve_listeners(
+            v, self._per_listener, self.security_protocol_map, [lst.name for lst in self.listeners],
+            self._parse_listener_value, self._fail)
+        authorizer = v["authorizer.class.name"]
+        if authorizer and authorizer not in ACL_AUTHORIZERS:
+            raise self._fail("authorizer.class.name",
+                             f"{authorizer} is not available: strom's authorizer is Kafka's ACL "
+                             f"authorizer ({ACL_AUTHORIZERS[0]}); empty allows everything")
+        self.acl_authorizer: bool = bool(authorizer)
+        if v["connections.max.reauth.ms"] != 0:
+            raise self._fail("connections.max.reauth.ms",
+                             "re-authentication (KIP-368) is not implemented; only 0 is supported")
+        self.super_users: frozenset[str] = parse_super_users(v["super.users"], self._fail)
+        ib = self.listener_security.get(self.inter_broker_listener_name)
+        mechanism = str(v["sasl.mechanism.inter.broker.protocol"]).upper()
+        self.inter_broker_sasl_mechanism: str | None = mechanism if ib is not None and ib.sasl else None
+        self.inter_broker_credentials: tuple[str, str] | None = None if ib is None else \
+            inter_broker_credentials(ib, mechanism, "sasl.mechanism.inter.broker.protocol", self._fail)
 
     def _first_of(self, keys: Sequence[str]) -> ConfigValue:
         return first_set_value(keys, self._values)

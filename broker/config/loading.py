@@ -4,7 +4,7 @@ the key; unknown keys are warned about, never an error."""
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
@@ -32,6 +32,26 @@ class StaticConfig:
     raw: dict[str, str]             # the known keys set, as written (trimmed)
     where: dict[str, str]           # known key -> "path:line" or "--override"
     unknown: dict[str, str]         # set but not known: warned about, otherwise unused
+    # listener.name.<listener>.<key>: listener (upper-case) -> key -> (raw value, where)
+    per_listener: dict[str, dict[str, tuple[str, str]]] = field(default_factory=dict)
+
+
+LISTENER_PREFIX = "listener.name."
+
+
+def listener_key(key: str) -> tuple[str, str] | None:
+    """'listener.name.sasl_ssl.ssl.keystore.location' -> ('SASL_SSL', 'ssl.keystore.location'),
+    for the keys a listener may set for itself (ssl.*, sasl.enabled.mechanisms and
+    <mechanism>.sasl.jaas.config); None for any other key."""
+    if not key.startswith(LISTENER_PREFIX):
+        return None
+    listener, dot, rest = key[len(LISTENER_PREFIX):].partition(".")
+    if not dot or not listener:
+        return None
+    if rest.startswith("ssl.") and rest in BROKER_CONFIG or rest == "sasl.enabled.mechanisms" \
+            or rest.endswith(".sasl.jaas.config"):
+        return listener.upper(), rest
+    return None
 
 
 def load_static(props: Mapping[str, str | Property], label: str,
@@ -56,6 +76,10 @@ def load_static(props: Mapping[str, str | Property], label: str,
     errors: list[tuple[str, str]] = []
     for key, (raw, where) in merged.items():
         spec = BROKER_CONFIG.get(key)
+        per_listener = listener_key(key) if spec is None else None
+        if per_listener is not None:
+            static.per_listener.setdefault(per_listener[0], {})[per_listener[1]] = (raw.strip(), where)
+            continue
         if spec is None:
             static.unknown[key] = raw
             log.warning("%s: unknown config %r is ignored", where, key)

@@ -23,6 +23,13 @@ never again before os.write puts them in the log.
 
 A frame whose size is negative or above `socket.request.max.bytes`, or that the dispatcher
 rejects (unknown API, undecodable header), closes that connection only.
+
+Security (docs/SECURITY.md): a TLS listener wraps the same protocol in asyncio's SSL
+transport, and its file regions are read and written through TLS in pieces, since sendfile
+would bypass the encryption. On a SASL listener a connection is unauthenticated until
+SaslAuthenticate succeeds: until then only ApiVersions, SaslHandshake and SaslAuthenticate
+are served, and a frame above `sasl.server.max.receive.size` closes it, so a stranger cannot
+make the broker hold large buffers (CVE-2022-34917).
 """
 from __future__ import annotations
 
@@ -31,6 +38,7 @@ import collections
 import logging
 import os
 import socket
+import ssl
 import struct
 from typing import Any, Callable, Coroutine
 
@@ -51,6 +59,11 @@ _CLOSE_GRACE_S = 5.0
 # Bytes of a file region sent by direct os.sendfile calls before the rest goes through
 # loop.sendfile: a fast reader could otherwise keep the loop in one region for tens of ms.
 _DIRECT_SENDFILE_MAX = 4 << 20
+# A region sent through TLS is read in pieces of this size, waiting for the transport to
+# drain between them, so a large fetch answer does not sit in memory whole.
+_TLS_READ_PIECE = 1 << 20
+# What an unauthenticated connection may send: ApiVersions, SaslHandshake, SaslAuthenticate.
+PRE_AUTH_API_KEYS = frozenset({18, 17, 36})
 
 
 class _Pending:
@@ -92,8 +105,9 @@ class _FrameProtocol(WriteFlowControl, asyncio.BufferedProtocol):
         self.server = server
         self.loop = asyncio.get_running_loop()
         self.transport: asyncio.Transport | None = None
-        self.conn = ConnectionInfo(None, server.listener_name)
-        self.receiver = FrameReceiver(server.max_request_size)
+        self.conn = ConnectionInfo(None, server.listener_name, server.security_protocol)
+        self.receiver = FrameReceiver(server.max_request_size if self.conn.authenticated
+                                      else min(server.max_request_size, server.sasl_max_receive_size))
         self.pending: collections.deque[_Pending] = collections.deque()
         # Frames received while MAX_QUEUED_REQUESTS are pending: dispatched as room frees.
         self.waiting: collections.deque[memoryview] = collections.deque()
@@ -108,8 +122,19 @@ class _FrameProtocol(WriteFlowControl, asyncio.BufferedProtocol):
 
     # -- asyncio callbacks
     def connection_made(self, transport: Any) -> None:
+        # On a TLS listener asyncio calls this once the handshake is done.
         self.transport = transport
         self.conn.peer = transport.get_extra_info("peername")
+        if self.server.ssl_principal is not None:
+            ssl_object = transport.get_extra_info("ssl_object")
+            cert = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+            try:
+                self.conn.principal = self.server.ssl_principal(cert)
+            except Exception as e:      # a DN no mapping rule accepts
+                log.warning("closing %s: no principal for its certificate: %s", self.conn.peer, e)
+                self.server._accept(self, transport)
+                self._abort()
+                return
         self.server._accept(self, transport)
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -160,6 +185,14 @@ class _FrameProtocol(WriteFlowControl, asyncio.BufferedProtocol):
     # -- requests
     def _dispatch(self, frame: memoryview) -> None:
         self.server.requests_in += 1
+        if not self.conn.authenticated and (
+                len(frame) < 2 or (frame[0] << 8 | frame[1]) not in PRE_AUTH_API_KEYS):
+            # Kafka's SaslServerAuthenticator: anything else before authentication is an
+            # illegal state, answered by closing the connection.
+            api_key = frame[0] << 8 | frame[1] if len(frame) >= 2 else -1
+            log.info("closing %s: API key %d before SASL authentication", self.conn.peer, api_key)
+            self._stop_reading()
+            return
         entry = _Pending()
         self.pending.append(entry)
         if not self.lazy_unfinished and len(frame) >= 2 \
@@ -210,6 +243,10 @@ class _FrameProtocol(WriteFlowControl, asyncio.BufferedProtocol):
 
     def _finished(self, entry: _Pending) -> None:
         entry.done = True
+        if self.conn.state.get("close_after_answer") and not self.closing:
+            self._stop_reading()        # a failed SASL authentication: answer, then close
+        elif self.conn.authenticated and self.receiver.max_size != self.server.max_request_size:
+            self.receiver.max_size = self.server.max_request_size
         self._send_ready()
 
     def _stop_reading(self) -> None:
@@ -303,6 +340,10 @@ class _FrameProtocol(WriteFlowControl, asyncio.BufferedProtocol):
             if not isinstance(chunk, DeferredBytes):
                 head.append(chunk)
                 continue
+            if self.server.ssl_context is not None:
+                # TLS: the regions are read through Python in the sender task.
+                transport.write(b"".join(head))
+                return list(chunks[i:])
             transport.write(head[0] if len(head) == 1 else b"".join(head))
             head = []
             sent, ended = _sendfile_now(transport, chunk)
@@ -327,6 +368,9 @@ class _FrameProtocol(WriteFlowControl, asyncio.BufferedProtocol):
                 if head:
                     transport.write(b"".join(head))
                     head = []
+                if self.server.ssl_context is not None:
+                    await _write_region(self, transport, chunk)
+                    continue
                 sent = await _send_region(self.loop, self, transport, chunk)
                 if sent != chunk.size:
                     raise _Truncated(f"sendfile sent {sent} of {chunk.size} bytes")
@@ -450,11 +494,21 @@ class KafkaServer:
 
     def __init__(self, host: str, port: int, dispatch: Dispatch, *, listener_name: str = "PLAINTEXT",
                  max_request_size: int = 104857600, send_buffer: int = -1, receive_buffer: int = -1,
-                 eager_api_keys: frozenset[int] = frozenset()):
+                 eager_api_keys: frozenset[int] = frozenset(), security_protocol: str = "PLAINTEXT",
+                 ssl_context: ssl.SSLContext | None = None,
+                 ssl_principal: Callable[[bytes | None], str] | None = None,
+                 sasl_max_receive_size: int = 524288):
+        """`ssl_context`: serve TLS (SSL and SASL_SSL listeners); `ssl_principal`: the
+        principal of a client certificate (SSL listeners: who the connection is);
+        `sasl_max_receive_size`: the largest frame before SASL authentication."""
         self.host = host
         self.port = port
         self.dispatch = dispatch
         self.listener_name = listener_name
+        self.security_protocol = security_protocol
+        self.ssl_context = ssl_context
+        self.ssl_principal = ssl_principal
+        self.sasl_max_receive_size = sasl_max_receive_size
         self.max_request_size = max_request_size
         self.send_buffer = send_buffer
         self.receive_buffer = receive_buffer
@@ -476,7 +530,7 @@ class KafkaServer:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(lambda: _FrameProtocol(self), self.host, self.port,
-                                                reuse_address=True)
+                                                reuse_address=True, ssl=self.ssl_context)
         sock = self._server.sockets[0]
         self.port = sock.getsockname()[1]
 
@@ -532,3 +586,17 @@ async def _send_region(loop: asyncio.AbstractEventLoop, proto: _FrameProtocol, t
         sent += await loop.sendfile(transport, region.file, region.position + sent,
                                     region.size - sent, fallback=False)
     return sent
+
+
+async def _write_region(proto: _FrameProtocol, transport: Any, region: Any) -> None:
+    """A file region through a TLS transport: read in pieces (os.pread, no shared file
+    position), each written once the transport has drained the one before."""
+    position, left = region.position, region.size
+    while left > 0:
+        piece = os.pread(region.fileno, min(left, _TLS_READ_PIECE), position)
+        if not piece:
+            raise _Truncated(f"read {region.size - left} of {region.size} bytes: the file ended")
+        transport.write(piece)
+        position += len(piece)
+        left -= len(piece)
+        await proto.drain()

@@ -18,6 +18,7 @@ from ..metadata_cache import MetadataCache
 from ..stats import BrokerTopicStats
 from ..replication.purgatory import FetchPurgatory
 from ..replication.replica_manager import ReplicaManager
+from ..security.authorizer import Authorizer
 from ..topic_admin import TopicAdmin
 from ..topic_configs import TopicConfigResolver
 from ..txn.coordinator import TransactionCoordinator
@@ -29,7 +30,7 @@ from .fetch_sessions import FetchSessionCache
 @dataclass
 class ApiServices:
     broker_id: int
-    listener_name: str              # the listener whose addresses clients are given
+    listener_name: str              # the inter-broker listener
     cluster_mode: bool
     config: BrokerConfig
     store: MetadataStore              # the cluster's metadata (topics, configs, brokers)
@@ -46,3 +47,4 @@ class ApiServices:
     controller: Controller | None   # cluster mode only
     txn: TransactionCoordinator
     txn_verifier: TxnVerifier
+    authorizer: Authorizer          # AllowAll unless authorizer.class.name names Kafka's ACL authorizer

@@ -33,7 +33,8 @@ def wait_for_port(host: str, port: int, timeout: float = 20.0, proc: subprocess.
 
 
 class BrokerProcess:
-    """One standalone broker. `overrides` are extra server.properties lines."""
+    """One standalone broker. `overrides` are extra server.properties lines; "{port}" in one
+    is replaced by the broker's port (`listeners=SASL_SSL://127.0.0.1:{port}`)."""
 
     def __init__(self, workdir: Path, broker_id: int = 0, overrides: dict[str, str] | None = None):
         self.workdir = Path(workdir)
@@ -52,7 +53,8 @@ class BrokerProcess:
             "transaction.state.log.min.isr": "1",
             "group.initial.rebalance.delay.ms": "0",
         }
-        props.update(overrides or {})
+        # "{port}" in an override is this broker's port (a SASL or TLS listener in tests).
+        props.update({k: v.replace("{port}", str(self.port)) for k, v in (overrides or {}).items()})
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         self.proc: subprocess.Popen | None = None
         self.log_path = self.workdir / "broker.log"

@@ -304,7 +304,8 @@ def test_listener_consistency_checks():
 
 
 def test_port_zero_is_allowed_for_several_listeners():
-    cfg = BrokerConfig.from_dict({"listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0"})
+    cfg = BrokerConfig.from_dict({"listeners": "PLAINTEXT://127.0.0.1:0,OTHER://127.0.0.1:0",
+                                  "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT"})
     assert [lst.port for lst in cfg.listeners] == [0, 0]
 
 

@@ -104,17 +104,20 @@ def update_metadata(services: ControllerRequestServices, request, ctx: RequestCo
         return {"error_code": Code.STALE_CONTROLLER_EPOCH}
     cache = services.metadata
     brokers = {}
+    endpoints: dict[int, dict[str, tuple[str, int]]] = {}
     for b in request.live_brokers:
         if v == 0:
             host, port = b.v0_host, b.v0_port
         else:
-            ep = next((e for e in b.endpoints if e.listener == services.listener_name), None) \
+            endpoints[b.id] = {e.listener.upper(): (e.host, e.port) for e in b.endpoints}
+            ep = next((e for e in b.endpoints if e.listener.upper() == services.listener_name), None) \
                 or (b.endpoints[0] if b.endpoints else None)
             if ep is None:
                 continue
             host, port = ep.host, ep.port
         brokers[b.id] = BrokerInfo(b.id, host, port, b.rack)
     cache.brokers = brokers
+    cache.endpoints = endpoints
     cache.set_controller(request.controller_id, request.controller_epoch)
     states = ([(t.topic_name, s) for t in request.topic_states for s in t.partition_states] if v >= 5
               else [(s.topic_name, s) for s in request.ungrouped_partition_states])
