@@ -1,19 +1,28 @@
 """The standalone metadata store: one broker, metadata in a JSON file under the first log dir.
 
 Every change is written atomically (temp file, fsync, rename, fsync of the directory), so a
-crash leaves either the old or the new metadata, never a torn file.
+crash leaves either the old or the new metadata, never a torn file. Subscribers hear of ACL and
+SCRAM credential changes before the call that made them returns.
 """
 from __future__ import annotations
 
 import base64
 import json
+import logging
 import os
 import uuid
 from pathlib import Path
+from typing import Any, Callable, Mapping
 
-from clients.protocol.errors import TopicAlreadyExistsError, UnknownTopicOrPartitionError
+from clients.protocol.acl import (AclOperation, AclPermissionType, PatternType, ResourceType,
+                                  parse_title)
+from clients.protocol.errors import (InvalidRequestError, TopicAlreadyExistsError,
+                                     UnknownTopicOrPartitionError)
 
-from .store import BrokerInfo, MetadataStore, TopicMetadata
+from .store import (AclBinding, AclsChanged, BrokerInfo, MetadataStore, StoreEvent,
+                    TopicMetadata, UserScramCredentialsChanged)
+
+log = logging.getLogger("strom.zkcoord")
 
 META_FILE = "__strom_metadata.json"
 
@@ -45,6 +54,9 @@ class LocalMetadataStore(MetadataStore):
         self._topics: dict[str, TopicMetadata] = {}
         self._broker_configs: dict[str, dict[str, str]] = {}   # "<default>" or the id
         self._next_producer_id = 0
+        self._acls: set[AclBinding] = set()
+        self._scram: dict[str, dict[str, str]] = {}              # user -> mechanism -> credential
+        self._subscribers: list[Callable[[Any], Any]] = []
         self.cluster_id = ""
 
     async def start(self) -> None:
@@ -54,6 +66,8 @@ class LocalMetadataStore(MetadataStore):
             self.cluster_id = doc["cluster_id"]
             self._next_producer_id = doc.get("next_producer_id", 0)
             self._broker_configs = {k: dict(v) for k, v in doc.get("broker_configs", {}).items()}
+            self._acls = {_decode_acl(a) for a in doc.get("acls", [])}
+            self._scram = {u: dict(c) for u, c in doc.get("scram_credentials", {}).items() if c}
             for name, t in doc.get("topics", {}).items():
                 self._topics[name] = TopicMetadata(
                     name, uuid.UUID(t["id"]),
@@ -78,6 +92,9 @@ class LocalMetadataStore(MetadataStore):
             "cluster_id": self.cluster_id,
             "next_producer_id": self._next_producer_id,
             "broker_configs": self._broker_configs,
+            "acls": sorted((_encode_acl(a) for a in self._acls),
+                           key=lambda a: json.dumps(a, sort_keys=True)),
+            "scram_credentials": self._scram,
             "topics": {
                 n: {"id": str(t.topic_id), "partitions": {str(p): r for p, r in t.partitions.items()},
                     "configs": t.configs}
@@ -128,6 +145,72 @@ class LocalMetadataStore(MetadataStore):
     def live_brokers(self) -> list[BrokerInfo]:
         return [self.broker]
 
+    # ------------------------------------------------------------ events
+
+    def subscribe(self, callback: Callable[[Any], Any]) -> Callable[[], None]:
+        self._subscribers.append(callback)
+
+        def unsubscribe() -> None:
+            if callback in self._subscribers:
+                self._subscribers.remove(callback)
+        return unsubscribe
+
+    def _emit(self, event: StoreEvent) -> None:
+        for cb in list(self._subscribers):
+            try:
+                cb(event)
+            except Exception:
+                log.exception("metadata store subscriber %r failed on %r", cb, event)
+
+    # ------------------------------------------------------------ ACLs
+
+    def acls(self) -> list[AclBinding]:
+        return list(self._acls)
+
+    async def create_acls(self, bindings: list[AclBinding]) -> None:
+        for b in bindings:
+            if b.pattern_type not in (PatternType.LITERAL, PatternType.PREFIXED):
+                raise InvalidRequestError(f"ACLs are stored for literal or prefixed patterns, not "
+                                 f"{b.pattern_type.name}")
+        new = set(bindings) - self._acls
+        if new:
+            self._acls |= new
+            self._save()
+            self._emit(AclsChanged())
+
+    async def delete_acls(self, bindings: list[AclBinding]) -> None:
+        gone = self._acls & set(bindings)
+        if gone:
+            self._acls -= gone
+            self._save()
+            self._emit(AclsChanged())
+
+    # ------------------------------------------------------------ SCRAM credentials
+
+    def scram_users(self) -> dict[str, dict[str, str]]:
+        return {user: dict(creds) for user, creds in self._scram.items()}
+
+    def user_scram_credentials(self, user: str) -> dict[str, str]:
+        return dict(self._scram.get(user, {}))
+
+    async def alter_user_scram_credentials(self, user: str,
+                                           changes: Mapping[str, str | None]) -> None:
+        old = self._scram.get(user, {})
+        new = dict(old)
+        for mechanism, credential in changes.items():
+            if credential is None:
+                new.pop(mechanism, None)
+            else:
+                new[mechanism] = credential
+        if new == old:
+            return
+        if new:
+            self._scram[user] = new
+        else:
+            del self._scram[user]
+        self._save()
+        self._emit(UserScramCredentialsChanged(user))
+
     @property
     def controller_id(self) -> int:
         return self.broker.broker_id
@@ -141,3 +224,19 @@ class LocalMetadataStore(MetadataStore):
 
 def _entity(broker_id: int | None) -> str:
     return "<default>" if broker_id is None else str(broker_id)
+
+
+def _encode_acl(a: AclBinding) -> dict[str, str]:
+    # Kafka's names, as kafka-acls.sh prints them.
+    return {"resource_type": a.resource_type.title, "resource_name": a.resource_name,
+            "pattern_type": a.pattern_type.name, "principal": a.principal, "host": a.host,
+            "operation": a.operation.title, "permission": a.permission.title}
+
+
+def _decode_acl(d: Mapping[str, str]) -> AclBinding:
+    return AclBinding(ResourceType(parse_title(ResourceType, d["resource_type"])),
+                      d["resource_name"],
+                      PatternType(parse_title(PatternType, d["pattern_type"])),
+                      d["principal"], d["host"],
+                      AclOperation(parse_title(AclOperation, d["operation"])),
+                      AclPermissionType(parse_title(AclPermissionType, d["permission"])))

@@ -13,7 +13,9 @@ from __future__ import annotations
 import abc
 import uuid
 from dataclasses import dataclass, field
-from typing import Mapping, Union
+from typing import Any, Callable, Mapping, Union
+
+from clients.protocol.acl import AclOperation, AclPermissionType, PatternType, ResourceType
 
 
 @dataclass
@@ -60,8 +62,36 @@ class BrokerConfigsChanged:
     own: Mapping[str, str]
 
 
+@dataclass(frozen=True)
+class AclBinding:
+    """One ACL: who (principal, from which host) may or may not (permission) do what
+    (operation) on which resources (type, name, and whether the name is literal or a prefix)."""
+    resource_type: ResourceType     # TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID, ...
+    resource_name: str
+    pattern_type: PatternType       # LITERAL or PREFIXED
+    principal: str                  # "User:alice"
+    host: str                       # "*" or an IP
+    operation: AclOperation
+    permission: AclPermissionType   # ALLOW or DENY
+
+
+@dataclass(frozen=True)
+class AclsChanged:
+    """The ACLs changed, whichever broker or tool wrote them: read `acls()` again."""
+
+
+@dataclass(frozen=True)
+class UserScramCredentialsChanged:
+    """A user's SCRAM credentials changed (Kafka's /config/users/<user>)."""
+    user: str
+
+
+# The SCRAM mechanisms whose credentials a user's config holds (Kafka's ScramMechanism).
+SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+
 # What a store tells the broker that subscribed to it.
-StoreEvent = Union[TopicConfigChanged, BrokerConfigsChanged]
+StoreEvent = Union[TopicConfigChanged, BrokerConfigsChanged, AclsChanged,
+                   UserScramCredentialsChanged]
 
 
 class MetadataStore(abc.ABC):
@@ -122,3 +152,43 @@ class MetadataStore(abc.ABC):
     @abc.abstractmethod
     async def allocate_producer_ids(self, count: int) -> int:
         """Reserve `count` producer ids cluster-wide; returns the first."""
+
+    # ------------------------------------------------------------ change events
+
+    @abc.abstractmethod
+    def subscribe(self, callback: Callable[[Any], Any]) -> Callable[[], None]:
+        """Call `callback(event)` on the loop for every StoreEvent, in order, right after the
+        store's reads reflect it; a store may deliver other events of its own, which a
+        callback ignores. It must not block. Returns an unsubscribe function."""
+
+    # ------------------------------------------------------------ ACLs
+
+    @abc.abstractmethod
+    def acls(self) -> list[AclBinding]:
+        """Every ACL, from the store's cache (kept current by watches in a cluster)."""
+
+    @abc.abstractmethod
+    async def create_acls(self, bindings: list[AclBinding]) -> None:
+        """Add these ACLs (present ones stay as they are); AclsChanged follows."""
+
+    @abc.abstractmethod
+    async def delete_acls(self, bindings: list[AclBinding]) -> None:
+        """Remove exactly these ACLs (absent ones are ignored); AclsChanged follows."""
+
+    # ------------------------------------------------------------ SCRAM credentials
+
+    @abc.abstractmethod
+    def scram_users(self) -> dict[str, dict[str, str]]:
+        """user -> {mechanism: credential} for every user with SCRAM credentials, from the
+        cache."""
+
+    def user_scram_credentials(self, user: str) -> dict[str, str]:
+        """A user's credentials: mechanism ("SCRAM-SHA-256") -> Kafka's credential string
+        "salt=<b64>,stored_key=<b64>,server_key=<b64>,iterations=<n>"; {} when none."""
+        return dict(self.scram_users().get(user, {}))
+
+    @abc.abstractmethod
+    async def alter_user_scram_credentials(self, user: str,
+                                           changes: Mapping[str, str | None]) -> None:
+        """Set (a credential string) or delete (None) the given mechanisms of one user; the
+        user's other configs stay. UserScramCredentialsChanged follows a change."""

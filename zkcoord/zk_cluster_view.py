@@ -11,19 +11,24 @@ kazoo drops every watch when the connection drops (SUSPENDED) or the session exp
 On the next CONNECTED the consumer re-reads everything it watches (a resync), and diffs
 against the cache so that subscribers still get one event per real change. After a session
 expiry it first has the broker registered again (`on_new_session`), as Kafka does.
+
+Caches with a job of their own (ACLs, users' SCRAM credentials) are `ViewPart`s the consumer
+keeps the same way: their watch events come through the same queue, their resync follows the
+view's.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 import uuid
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Protocol
 
 from kazoo.exceptions import ConnectionClosedError, NoNodeError
 from kazoo.protocol.states import KazooState, WatchedEvent
 
 from . import zk_paths as zp
-from .store import BrokerConfigsChanged, BrokerInfo, TopicConfigChanged, TopicMetadata
+from .store import (BrokerConfigsChanged, BrokerInfo, StoreEvent, TopicConfigChanged,
+                    TopicMetadata)
 from .zk_events import (BrokerModified, BrokersChanged, ControllerChanged, IsrChangesNotified,
                         PreferredReplicaElectionRequested, SessionReestablished,
                         SessionStateChanged, TopicDeletionsRequested, TopicModified,
@@ -35,6 +40,21 @@ log = logging.getLogger("strom.zkcoord")
 
 NO_CONTROLLER = -1
 _ZERO_UUID = uuid.UUID(int=0)
+
+
+class ViewPart(Protocol):
+    """A cache the view's consumer keeps besides its own (ACLs, SCRAM credentials): it is
+    reset before a start, read again on every resync, and handed the watch events of
+    `watched_paths` (it arms those watches with the view's `watcher`, and tells subscribers
+    through `emit`)."""
+
+    watched_paths: frozenset[str]
+
+    def reset(self) -> None: ...
+
+    async def resync(self) -> None: ...
+
+    async def on_watch(self, path: str) -> None: ...
 
 
 class ClusterView:
@@ -49,7 +69,8 @@ class ClusterView:
         self._consumer: asyncio.Task | None = None
         self._session_id: int | None = None
         self._watches_lost = False
-        self._subscribers: list[Callable[[ZkEvent], Any]] = []
+        self._subscribers: list[Callable[[Any], Any]] = []
+        self._parts: list[ViewPart] = []
         # Set by the store that composes the view: what a read of /controller means for a
         # won election, and re-registering this broker in a new session -> (done, error).
         self.on_controller_read: Callable[[int], None] = lambda controller_id: None
@@ -78,8 +99,14 @@ class ClusterView:
 
     # ------------------------------------------------------------ lifecycle
 
+    def add_part(self, part: ViewPart) -> None:
+        """Have the consumer keep `part` too (before start)."""
+        self._parts.append(part)
+
     def reset(self) -> None:
         """Empty caches and queue, before a (re)start."""
+        for part in self._parts:
+            part.reset()
         self._queue = asyncio.Queue()
         self._watches_lost = False
         self.brokers.clear()
@@ -120,10 +147,10 @@ class ClusterView:
 
     # ------------------------------------------------------------ subscribers
 
-    def subscribe(self, callback: Callable[[ZkEvent], Any]) -> Callable[[], None]:
-        """Call `callback(event)` for every ZkEvent, on the loop, in order, right after the
-        caches reflect it. It must not block; hand work to a task or queue. Returns an
-        unsubscribe function."""
+    def subscribe(self, callback: Callable[[Any], Any]) -> Callable[[], None]:
+        """Call `callback(event)` for every ZkEvent and StoreEvent, on the loop, in order,
+        right after the caches reflect it. It must not block; hand work to a task or queue.
+        Returns an unsubscribe function."""
         self._subscribers.append(callback)
 
         def unsubscribe() -> None:
@@ -131,7 +158,8 @@ class ClusterView:
                 self._subscribers.remove(callback)
         return unsubscribe
 
-    def _emit(self, event: ZkEvent) -> None:
+    def emit(self, event: ZkEvent | StoreEvent) -> None:
+        """Tell every subscriber; called on the consumer task only (by the view and its parts)."""
         for cb in list(self._subscribers):
             try:
                 cb(event)
@@ -210,6 +238,10 @@ class ClusterView:
                         self.session.connection_timeout)
 
     async def _on_watch(self, path: str, etype: str) -> None:
+        for part in self._parts:
+            if path in part.watched_paths:
+                await part.on_watch(path)
+                return
         parent, name = zp.parent_and_name(path)
         if path == zp.BROKER_IDS:
             await self._refresh_broker_ids()
@@ -243,13 +275,13 @@ class ClusterView:
                 registered, error = await self.on_new_session()
                 self._watches_lost = False
                 await self.resync()
-                self._emit(SessionStateChanged(state))
-                self._emit(SessionReestablished(sid, registered, error))
+                self.emit(SessionStateChanged(state))
+                self.emit(SessionReestablished(sid, registered, error))
                 return
             if self._watches_lost:
                 self._watches_lost = False
                 await self.resync()
-        self._emit(SessionStateChanged(state))
+        self.emit(SessionStateChanged(state))
 
     # ------------------------------------------------------------ cache refreshes (consumer)
 
@@ -262,6 +294,8 @@ class ClusterView:
         await self.refresh_deletions()
         await self._refresh_isr_changes()
         await self._refresh_preferred()
+        for part in self._parts:
+            await part.resync()
 
     async def _read_broker(self, broker_id: int) -> BrokerRegistration | None:
         c = self.session.client
@@ -295,10 +329,10 @@ class ClusterView:
                 self.brokers[b] = reg
         after = set(self.brokers)
         if before != after:
-            self._emit(BrokersChanged(frozenset(after - before), frozenset(before - after),
-                                      frozenset(after)))
+            self.emit(BrokersChanged(frozenset(after - before), frozenset(before - after),
+                                     frozenset(after)))
         for reg in modified:
-            self._emit(BrokerModified(reg.broker_id, reg))
+            self.emit(BrokerModified(reg.broker_id, reg))
 
     async def _refresh_broker(self, broker_id: int) -> None:
         if broker_id not in self.brokers:
@@ -306,7 +340,7 @@ class ClusterView:
         reg = await self._read_broker(broker_id)
         if reg is not None and broker_id in self.brokers and self.brokers[broker_id] != reg:
             self.brokers[broker_id] = reg
-            self._emit(BrokerModified(broker_id, reg))
+            self.emit(BrokerModified(broker_id, reg))
 
     async def _read_assignment(self, name: str) -> TopicAssignment | None:
         c = self.session.client
@@ -328,8 +362,8 @@ class ClusterView:
         new = dict(zip(ids, read))
         if new != self.broker_configs:
             self.broker_configs = new
-            self._emit(BrokerConfigsChanged(dict(new[None]),
-                                            dict(new.get(self.broker_id, {}))))
+            self.emit(BrokerConfigsChanged(dict(new[None]),
+                                           dict(new.get(self.broker_id, {}))))
 
     async def _read_topic_config(self, name: str) -> dict[str, str]:
         return await self._read_entity_config(zp.topic_config_path(name))
@@ -372,13 +406,13 @@ class ClusterView:
         if old is None:
             added.add(name)
         elif old.topic_id != meta.topic_id:       # deleted and re-created between reads
-            self._emit(TopicsChanged(frozenset(), frozenset({name})))
+            self.emit(TopicsChanged(frozenset(), frozenset({name})))
             added.add(name)
         else:
             if old.partitions != meta.partitions:
-                self._emit(TopicModified(name, meta))
+                self.emit(TopicModified(name, meta))
             if old.configs != meta.configs:
-                self._emit(TopicConfigChanged(name, dict(meta.configs)))
+                self.emit(TopicConfigChanged(name, dict(meta.configs)))
 
     async def refresh_topic_names(self, full: bool = False) -> None:
         c = self.session.client
@@ -397,7 +431,7 @@ class ClusterView:
             if name in self.topic_names:
                 self._apply_topic(name, meta, added, removed)
         if added or removed:
-            self._emit(TopicsChanged(frozenset(added), frozenset(removed)))
+            self.emit(TopicsChanged(frozenset(added), frozenset(removed)))
 
     async def refresh_topic(self, name: str) -> None:
         if name not in self.topic_names:
@@ -413,7 +447,7 @@ class ClusterView:
         removed: set[str] = set()
         self._apply_topic(name, meta, added, removed)
         if added or removed:
-            self._emit(TopicsChanged(frozenset(added), frozenset(removed)))
+            self.emit(TopicsChanged(frozenset(added), frozenset(removed)))
 
     async def refresh_topic_config(self, name: str) -> None:
         if name not in self.topic_names:
@@ -422,7 +456,7 @@ class ClusterView:
         old = self.topics.get(name)
         if old is not None and old.configs != configs:
             self.topics[name] = TopicMetadata(name, old.topic_id, old.partitions, configs)
-            self._emit(TopicConfigChanged(name, dict(configs)))
+            self.emit(TopicConfigChanged(name, dict(configs)))
 
     async def refresh_controller(self) -> None:
         c = self.session.client
@@ -443,7 +477,7 @@ class ClusterView:
         old, self.controller_id = self.controller_id, new
         self.on_controller_read(new)
         if old != new:
-            self._emit(ControllerChanged(new, old))
+            self.emit(ControllerChanged(new, old))
 
     async def refresh_deletions(self) -> None:
         c = self.session.client
@@ -452,7 +486,7 @@ class ClusterView:
         changed = topics != self.deletions
         self.deletions = topics
         if changed and topics:
-            self._emit(TopicDeletionsRequested(topics))
+            self.emit(TopicDeletionsRequested(topics))
 
     async def _refresh_isr_changes(self) -> None:
         c = self.session.client
@@ -461,7 +495,7 @@ class ClusterView:
         changed = nodes != self.isr_nodes
         self.isr_nodes = nodes
         if changed and nodes:
-            self._emit(IsrChangesNotified(nodes))
+            self.emit(IsrChangesNotified(nodes))
 
     async def _refresh_preferred(self) -> None:
         c = self.session.client
@@ -483,7 +517,7 @@ class ClusterView:
         changed = partitions != self.preferred
         self.preferred = partitions
         if changed and partitions:
-            self._emit(PreferredReplicaElectionRequested(partitions))
+            self.emit(PreferredReplicaElectionRequested(partitions))
 
 
 async def _nothing_to_register() -> tuple[bool, str | None]:

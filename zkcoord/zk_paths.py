@@ -14,9 +14,13 @@ from __future__ import annotations
 import base64
 import json
 import time
+import urllib.parse
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Iterable
+
+from clients.protocol.acl import (AclOperation, AclPermissionType, PatternType, ResourceType,
+                                  parse_title)
 
 TopicPartition = tuple[str, int]
 
@@ -47,6 +51,13 @@ LATEST_PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 FEATURE = "/feature"
 KAFKA_ACL = "/kafka-acl"
 KAFKA_ACL_CHANGES = "/kafka-acl-changes"
+KAFKA_ACL_EXTENDED = "/kafka-acl-extended"
+KAFKA_ACL_EXTENDED_CHANGES = "/kafka-acl-extended-changes"
+ACL_CHANGE_PREFIX = "acl_changes_"
+USER_CONFIGS = "/config/users"
+# Kafka's ZkNodeChangeNotificationListener.changeExpirationMs: change notifications older than
+# this are deleted by the brokers that follow them.
+CHANGE_NOTIFICATION_EXPIRY_MS = 15 * 60 * 1000
 
 # Kafka's ConfigType.ALL: one persistent /config/<type> per entity type.
 CONFIG_TYPE_TOPIC = "topics"
@@ -556,3 +567,174 @@ def decode_producer_id_block(data: bytes) -> ProducerIdBlock:
         return ProducerIdBlock(int(obj["broker"]), int(obj["block_start"]), int(obj["block_end"]))
     except (KeyError, TypeError, ValueError) as e:
         raise ZkDataError(f"{LATEST_PRODUCER_ID_BLOCK}: bad block {data[:200]!r}: {e}") from e
+
+
+# ------------------------------------------------------------------ ACLs (Kafka's ZkAclStore)
+#
+# Literal patterns live under /kafka-acl/<Type>/<name>, other patterns under
+# /kafka-acl-extended/<pattern type, lower case>/<Type>/<name> (Kafka's LiteralAclStore and
+# ExtendedAclStore). A change to a resource's ACLs is announced by a sequence node:
+# /kafka-acl-changes/acl_changes_<seq> holding "<TYPE>:<name>" for literal patterns (Kafka's
+# LiteralAclChangeStore writes ResourceType.toString, the Java enum name: "TOPIC:orders"),
+# /kafka-acl-extended-changes/acl_changes_<seq> holding Kafka's ExtendedAclChangeEvent JSON
+# {"version":1,"resourceType":"TOPIC","name":..,"patternType":"PREFIXED"} for the others.
+
+# Kafka's AclEntry.ResourceTypes: every concrete resource type, one path each per store.
+ACL_RESOURCE_TYPES: tuple[ResourceType, ...] = (
+    ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER, ResourceType.TRANSACTIONAL_ID,
+    ResourceType.DELEGATION_TOKEN, ResourceType.USER)
+# The pattern types a stored ACL has (Kafka's PatternType.isSpecific).
+ACL_PATTERN_TYPES: tuple[PatternType, ...] = (PatternType.LITERAL, PatternType.PREFIXED)
+ACL_CHANGE_ROOTS: tuple[str, ...] = (KAFKA_ACL_CHANGES, KAFKA_ACL_EXTENDED_CHANGES)
+
+
+@dataclass(frozen=True)
+class AclResource:
+    """What one ACL znode is about: Kafka's ResourcePattern."""
+
+    resource_type: ResourceType
+    name: str
+    pattern_type: PatternType
+
+
+@dataclass(frozen=True, order=True)
+class AclEntry:
+    """One element of an ACL znode's "acls" array: Kafka's AclEntry."""
+
+    principal: str
+    permission: AclPermissionType
+    operation: AclOperation
+    host: str
+
+
+def acl_store_path(pattern_type: PatternType) -> str:
+    if pattern_type == PatternType.LITERAL:
+        return KAFKA_ACL
+    if pattern_type in ACL_PATTERN_TYPES:
+        return f"{KAFKA_ACL_EXTENDED}/{pattern_type.name.lower()}"
+    raise ValueError(f"ACLs are stored for literal or prefixed patterns, not {pattern_type.name}")
+
+
+def acl_type_path(pattern_type: PatternType, resource_type: ResourceType) -> str:
+    """/kafka-acl/Topic: Kafka names the type as SecurityUtils.resourceTypeName does."""
+    return f"{acl_store_path(pattern_type)}/{resource_type.title}"
+
+
+def acl_resource_path(resource: AclResource) -> str:
+    check_znode_name(resource.name, "resource name")
+    return f"{acl_type_path(resource.pattern_type, resource.resource_type)}/{resource.name}"
+
+
+def acl_change_root(pattern_type: PatternType) -> str:
+    acl_store_path(pattern_type)            # refuses a pattern type that is never stored
+    return KAFKA_ACL_CHANGES if pattern_type == PatternType.LITERAL else KAFKA_ACL_EXTENDED_CHANGES
+
+
+def acl_change_create_path(pattern_type: PatternType) -> str:
+    """Prefix to create a PERSISTENT_SEQUENTIAL node with (ZooKeeper appends 10 digits)."""
+    return f"{acl_change_root(pattern_type)}/{ACL_CHANGE_PREFIX}"
+
+
+# What Kafka's KafkaZkClient.createAclPaths makes: each store, its type paths, the change paths.
+ACL_PERSISTENT_PATHS: tuple[str, ...] = tuple(
+    acl_type_path(p, t) for p in ACL_PATTERN_TYPES for t in ACL_RESOURCE_TYPES) + ACL_CHANGE_ROOTS
+
+
+def check_znode_name(name: str, what: str) -> None:
+    """A name that must be one znode (an ACL's resource name, a sanitized user)."""
+    if not name or "/" in name or name in (".", "..") or "\0" in name:
+        raise ValueError(f"{what} {name!r} cannot be stored in ZooKeeper")
+
+
+def encode_acls(entries: Iterable[AclEntry]) -> bytes:
+    """Kafka's ResourceZNode.encode (AclEntry.toJsonCompatibleMap)."""
+    return _dumps({"version": 1, "acls": [
+        {"principal": e.principal, "permissionType": e.permission.title,
+         "operation": e.operation.title, "host": e.host} for e in sorted(set(entries))]})
+
+
+def decode_acls(data: bytes | None, what: str = KAFKA_ACL) -> frozenset[AclEntry]:
+    """Kafka's AclEntry.fromBytes: an empty node holds no ACLs."""
+    if not data:
+        return frozenset()
+    obj = _loads(data, what)
+    try:
+        if int(obj["version"]) != 1:
+            raise ZkDataError(f"{what}: unsupported ACL version {obj['version']}")
+        return frozenset(
+            AclEntry(str(e["principal"]),
+                     AclPermissionType(parse_title(AclPermissionType, str(e["permissionType"]))),
+                     AclOperation(parse_title(AclOperation, str(e["operation"]))),
+                     str(e["host"]))
+            for e in obj["acls"])
+    except (KeyError, TypeError, ValueError) as e:
+        if isinstance(e, ZkDataError):
+            raise
+        raise ZkDataError(f"{what}: bad ACLs {data[:300]!r}: {e}") from e
+
+
+def encode_acl_change(resource: AclResource) -> bytes:
+    if resource.pattern_type == PatternType.LITERAL:
+        return f"{resource.resource_type.name}:{resource.name}".encode()
+    acl_store_path(resource.pattern_type)
+    return _dumps({"version": 1, "resourceType": resource.resource_type.name,
+                   "name": resource.name, "patternType": resource.pattern_type.name})
+
+
+def decode_acl_change(change_root: str, data: bytes) -> AclResource:
+    """The resource a change notification under `change_root` names. Literal notifications are
+    split at the first ':' (a name may hold more); the type is read as Kafka's
+    ResourceType.fromString reads it, or as the older title ("Topic", "TransactionalId")."""
+    try:
+        if change_root == KAFKA_ACL_CHANGES:
+            rtype, sep, name = data.decode().partition(":")
+            if not sep:
+                raise ZkDataError(f"{change_root}: expected '<type>:<name>', got {data[:200]!r}")
+            return AclResource(ResourceType(parse_title(ResourceType, rtype)), name,
+                               PatternType.LITERAL)
+        obj = _loads(data, change_root)
+        if int(obj.get("version", 1)) > 1:
+            raise ZkDataError(f"{change_root}: unsupported change version {obj['version']}")
+        return AclResource(ResourceType(parse_title(ResourceType, str(obj["resourceType"]))),
+                           str(obj["name"]),
+                           PatternType(parse_title(PatternType, str(obj["patternType"]))))
+    except (KeyError, TypeError, ValueError, UnicodeDecodeError) as e:
+        if isinstance(e, ZkDataError):
+            raise
+        raise ZkDataError(f"{change_root}: bad ACL change {data[:200]!r}: {e}") from e
+
+
+# ------------------------------------------------------------------ users (SCRAM credentials)
+
+# URL-encoding leaves these as they are (Java's URLEncoder: letters, digits and ".-*_"; Kafka's
+# Sanitizer then writes '*' as %2A and a space as %20).
+_SANITIZE_SAFE = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_")
+
+
+def sanitize(name: str) -> str:
+    """Kafka's Sanitizer.sanitize: a user principal as a znode name ("alice" stays "alice",
+    "a b/c" becomes "a%20b%2Fc")."""
+    return "".join(chr(b) if b in _SANITIZE_SAFE else f"%{b:02X}" for b in name.encode())
+
+
+def desanitize(name: str) -> str:
+    """Kafka's Sanitizer.desanitize (Java's URLDecoder: '+' is a space)."""
+    return urllib.parse.unquote_plus(name, errors="strict")
+
+
+def user_entity_path(user: str) -> str:
+    """The entity_path of a user's change notification: users/<sanitized user>."""
+    return f"{CONFIG_TYPE_USER}/{sanitize(user)}"
+
+
+def user_config_path(user: str) -> str:
+    return config_entity_path(CONFIG_TYPE_USER, sanitize(user))
+
+
+def user_of_entity_path(entity_path: str) -> str | None:
+    """The user a config change notification is about; None for other entities (topics,
+    brokers, a user's client-id quotas users/<u>/clients/<c>)."""
+    kind, _, rest = entity_path.partition("/")
+    if kind != CONFIG_TYPE_USER or not rest or "/" in rest:
+        return None
+    return desanitize(rest)

@@ -13,7 +13,10 @@ of one job each:
 - `zk_partition_states.PartitionStates`: compare-and-set partition states, ISR change
   notifications, preferred replica election requests;
 - `zk_election.ControllerElection`: /controller and /controller_epoch;
-- `zk_producer_ids`: producer id blocks.
+- `zk_producer_ids`: producer id blocks;
+- `zk_acls.ZkAcls` and `zk_users.ZkUsers`: ACLs and users' SCRAM credentials as Kafka's
+  AclAuthorizer and AdminZkClient keep them, cached on every broker and followed through
+  their change notifications (parts of the cluster view, so its one consumer changes them).
 
 This module itself registers the broker (ephemeral /brokers/ids/<id>, again in every new
 session after an expiry, as Kafka does) and keeps the cluster id. Writes that must not
@@ -33,8 +36,10 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError
 
 from . import zk_paths as zp
-from .store import (BrokerConfigsChanged, BrokerInfo, LeaderAndIsr, MetadataStore,
-                    TopicConfigChanged, TopicMetadata)
+from .store import (AclBinding, AclsChanged, BrokerConfigsChanged, BrokerInfo, LeaderAndIsr,
+                    MetadataStore, TopicConfigChanged, TopicMetadata,
+                    UserScramCredentialsChanged)
+from .zk_acls import ZkAcls
 from .zk_cluster_view import NO_CONTROLLER, ClusterView
 from .zk_election import ControllerElection
 from .zk_errors import (BrokerIdInUseError, ControllerMovedError, NoPartitionStateError,
@@ -50,6 +55,7 @@ from .zk_paths import (BrokerRegistration, ControllerRegistration, EndPoint, Par
 from .zk_producer_ids import allocate_producer_ids
 from .zk_session import ZkSession, split_connect
 from .zk_topic_writes import TopicWrites
+from .zk_users import ZkUsers
 
 log = logging.getLogger("strom.zkcoord")
 
@@ -60,6 +66,7 @@ __all__ = [
     "BrokersChanged", "BrokerModified", "TopicsChanged", "TopicModified", "TopicConfigChanged",
     "BrokerConfigsChanged", "ControllerChanged", "TopicDeletionsRequested", "IsrChangesNotified",
     "PreferredReplicaElectionRequested", "SessionStateChanged", "SessionReestablished", "ZkEvent",
+    "AclsChanged", "UserScramCredentialsChanged",
 ]
 
 
@@ -95,6 +102,10 @@ class ZkMetadataStore(MetadataStore):
         self.election = ControllerElection(self.session, self.view)
         self.topic_writes = TopicWrites(self.session, self.view)
         self.partition_states = PartitionStates(self.session)
+        self.acl_store = ZkAcls(self.session, self.view)
+        self.user_store = ZkUsers(self.session, self.view)
+        self.view.add_part(self.acl_store)
+        self.view.add_part(self.user_store)
 
     @classmethod
     def for_broker(cls, broker: BrokerInfo, connect: str, *,
@@ -118,7 +129,8 @@ class ZkMetadataStore(MetadataStore):
         await self.session.open(self.view.on_session_state)
         self.view.start()
         try:
-            await asyncio.gather(*(self.session.ensure_path(p) for p in zp.PERSISTENT_PATHS))
+            await asyncio.gather(*(self.session.ensure_path(p) for p in zp.PERSISTENT_PATHS),
+                                 self.acl_store.ensure_paths())
             self.cluster_id = await self._get_or_create_cluster_id()
             if self.broker is not None:
                 await self._register_broker()
@@ -166,8 +178,8 @@ class ZkMetadataStore(MetadataStore):
     def broker_configs(self, broker_id: int | None) -> dict[str, str]:
         return dict(self.view.broker_configs.get(broker_id, {}))
 
-    def subscribe(self, callback: Callable[[ZkEvent], Any]) -> Callable[[], None]:
-        """Call `callback(event)` for every ZkEvent, on the loop, in order, right after the
+    def subscribe(self, callback: Callable[[Any], Any]) -> Callable[[], None]:
+        """Call `callback(event)` for every ZkEvent and StoreEvent, on the loop, in order, right after the
         caches reflect it. It must not block; hand work to a task or queue. Returns an
         unsubscribe function."""
         return self.view.subscribe(callback)
@@ -203,6 +215,27 @@ class ZkMetadataStore(MetadataStore):
                                       controller_epoch_zk_version: int | None = None) -> None:
         await self.topic_writes.complete_topic_deletion(
             name, controller_epoch_zk_version=controller_epoch_zk_version)
+
+    # ------------------------------------------------------------ ACLs and SCRAM credentials
+
+    def acls(self) -> list[AclBinding]:
+        return self.acl_store.bindings()
+
+    async def create_acls(self, bindings: list[AclBinding]) -> None:
+        await self.acl_store.create(bindings)
+
+    async def delete_acls(self, bindings: list[AclBinding]) -> None:
+        await self.acl_store.delete(bindings)
+
+    def scram_users(self) -> dict[str, dict[str, str]]:
+        return self.user_store.scram_users()
+
+    def user_scram_credentials(self, user: str) -> dict[str, str]:
+        return dict(self.user_store.cache.get(user, {}))
+
+    async def alter_user_scram_credentials(self, user: str,
+                                           changes: Mapping[str, str | None]) -> None:
+        await self.user_store.alter(user, changes)
 
     # ------------------------------------------------------------ producer ids
 
