@@ -7,18 +7,30 @@ with dots written as underscores (`linger_ms` -> `linger.ms`). Values may be str
 from a `.properties` file ("5", "true", "all"). An unknown key or a value of the wrong type
 raises `ConfigError` naming the key (librdkafka's rule: a typo should not pass silently).
 
-Only what strom's clients implement is declared; `ignored` keys (security.protocol=PLAINTEXT,
-client.dns.lookup, ...) are accepted so shared config files work, and have no effect.
+Only what strom's clients implement is declared; `ignored` keys (client.dns.lookup, ...) are
+accepted so shared config files work, and have no effect.
+
+Security keys (TLS and SASL) are common to every client kind: Kafka's names
+(`security.protocol`, `sasl.mechanism`, `sasl.jaas.config`, `ssl.truststore.*`,
+`ssl.keystore.*`, `ssl.key.password`, `ssl.endpoint.identification.algorithm`,
+`ssl.enabled.protocols`, `ssl.protocol`) and librdkafka's (`sasl.username`, `sasl.password`,
+`sasl.mechanisms`, `ssl.ca.location`, `ssl.certificate.location`, `ssl.key.location`, their
+`*.pem` inline forms, `enable.ssl.certificate.verification`), plus kafka-python's
+`ssl.check.hostname`. `security_settings` checks them together (a SASL protocol needs
+credentials and a mechanism strom speaks; stores are read as PEM only);
+`clients.aio.security.ClientSecurity` turns them into what a connection uses.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from clients.jaas import parse_jaas_config
 from clients.properties import ConfigError
 
 __all__ = ["ClientConfig", "ConfigError", "Key", "resolve", "KEYS", "kwarg_to_key",
-           "bootstrap_addresses", "acks_value"]
+           "bootstrap_addresses", "acks_value", "security_settings", "SECURITY_KEYS",
+           "SECURITY_PROTOCOLS", "SASL_MECHANISMS", "TLS_VERSIONS"]
 
 
 @dataclass(frozen=True)
@@ -45,9 +57,52 @@ _COMMON = [
     _k("socket.connection.setup.timeout.ms", "int", 10000, "how long a connect may take"),
     _k("connections.max.idle.ms", "int", 540000, "accepted for compatibility"),
 ]
-_IGNORED = ["security.protocol", "client.dns.lookup", "send.buffer.bytes", "receive.buffer.bytes",
+_IGNORED = ["client.dns.lookup", "send.buffer.bytes", "receive.buffer.bytes",
             "socket.connection.setup.timeout.max.ms", "metrics.sample.window.ms",
             "metrics.num.samples", "metrics.recording.level", "client.rack"]
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+TLS_VERSIONS = ("TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3")
+
+_SECURITY = [
+    _k("security.protocol", "str", "PLAINTEXT", "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"),
+    _k("sasl.mechanism", "str", "GSSAPI", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (Kafka's "
+       "default GSSAPI, and OAUTHBEARER, are not spoken by strom's clients)"),
+    _k("sasl.jaas.config", "str", None, "the login module with username=\"...\" "
+       "password=\"...\" (PlainLoginModule or ScramLoginModule)"),
+    _k("sasl.username", "str", None, "librdkafka's name: the SASL user (when no sasl.jaas.config)"),
+    _k("sasl.password", "str", None, "librdkafka's name: the SASL password"),
+    _k("ssl.truststore.location", "str", None, "PEM file of the CA certificates to trust"),
+    _k("ssl.truststore.type", "str", "PEM", "PEM only (JKS and PKCS12 are not read)"),
+    _k("ssl.truststore.certificates", "str", None, "the trusted CA certificates, inline PEM"),
+    _k("ssl.truststore.password", "str", None, "not used: a PEM truststore has no password"),
+    _k("ssl.keystore.location", "str", None, "PEM file with this client's private key and "
+       "certificate chain (TLS client authentication)"),
+    _k("ssl.keystore.type", "str", "PEM", "PEM only (JKS and PKCS12 are not read)"),
+    _k("ssl.keystore.key", "str", None, "this client's private key, inline PEM"),
+    _k("ssl.keystore.certificate.chain", "str", None, "this client's certificate chain, "
+       "inline PEM"),
+    _k("ssl.keystore.password", "str", None, "the private key's password when "
+       "ssl.key.password is not set"),
+    _k("ssl.key.password", "str", None, "the password of an encrypted private key"),
+    _k("ssl.ca.location", "str", None, "librdkafka's name: CA certificates (PEM file or "
+       "directory; 'probe': the system's)"),
+    _k("ssl.ca.pem", "str", None, "librdkafka's name: CA certificates, inline PEM"),
+    _k("ssl.certificate.location", "str", None, "librdkafka's name: client certificate PEM file"),
+    _k("ssl.certificate.pem", "str", None, "librdkafka's name: client certificate, inline PEM"),
+    _k("ssl.key.location", "str", None, "librdkafka's name: client private key PEM file"),
+    _k("ssl.key.pem", "str", None, "librdkafka's name: client private key, inline PEM"),
+    _k("ssl.endpoint.identification.algorithm", "str", "https", "https: check that the "
+       "broker's certificate names the host connected to; empty (or none) turns it off"),
+    _k("ssl.check.hostname", "bool", True, "false turns the host name check off too"),
+    _k("enable.ssl.certificate.verification", "bool", True, "librdkafka's name: false "
+       "accepts any broker certificate (tests only)"),
+    _k("ssl.enabled.protocols", "list", ["TLSv1.2", "TLSv1.3"], "TLS versions allowed"),
+    _k("ssl.protocol", "str", "TLSv1.3", "the highest TLS version (TLS: no limit)"),
+]
+SECURITY_KEYS: dict[str, Key] = {k.name: k for k in _SECURITY}
+_ALIASES = {"sasl.mechanisms": "sasl.mechanism"}   # librdkafka's original name
 
 _PRODUCER = [
     _k("acks", "str", "all", "0, 1 or all (-1)"),
@@ -102,10 +157,10 @@ _ADMIN = [
 ]
 
 KEYS: dict[str, dict[str, Key]] = {
-    "common": {k.name: k for k in _COMMON},
-    "producer": {k.name: k for k in _COMMON + _PRODUCER},
-    "consumer": {k.name: k for k in _COMMON + _CONSUMER + _ADMIN},
-    "admin": {k.name: k for k in _COMMON + _ADMIN},
+    "common": {k.name: k for k in _COMMON + _SECURITY},
+    "producer": {k.name: k for k in _COMMON + _SECURITY + _PRODUCER},
+    "consumer": {k.name: k for k in _COMMON + _SECURITY + _CONSUMER + _ADMIN},
+    "admin": {k.name: k for k in _COMMON + _SECURITY + _ADMIN},
 }
 
 
@@ -169,9 +224,10 @@ def resolve(kind: str, config: Mapping[str, Any] | None = None, *, source: str =
     where = f"{source}: " if source else ""
     given: dict[str, Any] = {}
     for name, value in (config or {}).items():
-        given[name] = value
+        given[_ALIASES.get(name, name)] = value
     for name, value in kwargs.items():
-        given[kwarg_to_key(name)] = value
+        name = kwarg_to_key(name)
+        given[_ALIASES.get(name, name)] = value
     out = ClientConfig()
     out.kind = kind
     for default in keys.values():
@@ -198,6 +254,9 @@ def resolve(kind: str, config: Mapping[str, Any] | None = None, *, source: str =
         raise ConfigError(f"{where}bootstrap.servers: required (host:port[,host:port...])",
                           "bootstrap.servers")
     bootstrap_addresses(out["bootstrap.servers"])  # validate early
+    security = security_settings(out, source=source)
+    out["security.protocol"] = security["security.protocol"]
+    out["sasl.mechanism"] = security["sasl.mechanism"]
     return out
 
 
@@ -221,3 +280,121 @@ def acks_value(acks: str) -> int:
     """The wire value of an `acks` setting."""
     return -1 if acks in ("all", "-1") else int(acks)
 
+
+# ---------------------------------------------------------------- security
+
+_PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+               'username="..." password="...";')
+# The ways to give a client certificate; the keys of one way go together.
+_CLIENT_CERT_SOURCES = (("ssl.keystore.location",),
+                        ("ssl.keystore.key", "ssl.keystore.certificate.chain"),
+                        ("ssl.certificate.location", "ssl.key.location"),
+                        ("ssl.certificate.pem", "ssl.key.pem"))
+_REQUIRES = (("ssl.keystore.key", "ssl.keystore.certificate.chain"),
+             ("ssl.keystore.certificate.chain", "ssl.keystore.key"),
+             ("ssl.key.location", "ssl.certificate.location"),
+             ("ssl.key.pem", "ssl.certificate.pem"))
+
+
+def _given(config: Mapping[str, Any], name: str) -> Any:
+    value = config.get(name)
+    if value is None:
+        for alias, target in _ALIASES.items():
+            if target == name and config.get(alias) is not None:
+                return config[alias]
+    return value
+
+
+def security_settings(config: Mapping[str, Any], *, source: str = "") -> dict[str, Any]:
+    """The security keys of `config` (a resolved `ClientConfig` or any mapping of Kafka's
+    names, values typed or strings), typed, with defaults, checked together: Kafka's rules
+    plus what strom's clients speak. `security.protocol` and `sasl.mechanism` come back in
+    upper case; `sasl.username`/`sasl.password` hold the credentials whichever key gave them
+    (`sasl.jaas.config` wins over librdkafka's `sasl.username`/`sasl.password`).
+    Raises ConfigError naming the key."""
+    where = f"{source}: " if source else ""
+    out: dict[str, Any] = {}
+    for key in _SECURITY:
+        value = _convert(key, _given(config, key.name), where)
+        if value is None or (isinstance(value, str) and not value.strip()
+                             and key.name != "ssl.endpoint.identification.algorithm"):
+            value = list(key.default) if isinstance(key.default, list) else key.default
+        out[key.name] = value
+
+    protocol = str(out["security.protocol"]).strip().upper()
+    if protocol not in SECURITY_PROTOCOLS:
+        raise ConfigError(f"{where}security.protocol: invalid value {out['security.protocol']!r} "
+                          f"(one of {', '.join(SECURITY_PROTOCOLS)})", "security.protocol")
+    out["security.protocol"] = protocol
+    out["sasl.mechanism"] = mechanism = str(out["sasl.mechanism"]).strip().upper()
+    if protocol.startswith("SASL_"):
+        _check_sasl(out, protocol, mechanism, where)
+    if protocol in ("SSL", "SASL_SSL"):
+        _check_ssl(out, where)
+    return out
+
+
+def _check_sasl(out: dict[str, Any], protocol: str, mechanism: str, where: str) -> None:
+    if mechanism not in SASL_MECHANISMS:
+        what = ("is not supported" if mechanism in ("GSSAPI", "OAUTHBEARER")
+                else "is not a SASL mechanism strom knows")
+        default = " (Kafka's default)" if mechanism == "GSSAPI" else ""
+        raise ConfigError(f"{where}sasl.mechanism: {mechanism}{default} {what}: strom's clients "
+                          f"speak PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512", "sasl.mechanism")
+    jaas = out["sasl.jaas.config"]
+    if jaas:
+        try:
+            entry = parse_jaas_config(jaas)
+        except ValueError as e:
+            raise ConfigError(f"{where}sasl.jaas.config: {e}", "sasl.jaas.config") from None
+        username, password = entry.options.get("username"), entry.options.get("password")
+        if not username or password is None:
+            raise ConfigError(f"{where}sasl.jaas.config: the login module needs username and "
+                              f"password options ({_PLAIN_JAAS})", "sasl.jaas.config")
+        out["sasl.username"], out["sasl.password"] = username, password
+    elif not out["sasl.username"] or out["sasl.password"] is None:
+        raise ConfigError(f"{where}sasl.jaas.config: security.protocol={protocol} needs "
+                          f"credentials: set sasl.jaas.config ({_PLAIN_JAAS}) or sasl.username "
+                          f"and sasl.password", "sasl.jaas.config")
+
+
+def _check_ssl(out: dict[str, Any], where: str) -> None:
+    for name in ("ssl.truststore.type", "ssl.keystore.type"):
+        kind = str(out[name]).strip().upper()
+        if kind != "PEM":
+            raise ConfigError(f"{where}{name}: {out[name]} stores are not read: strom reads PEM "
+                              f"({name}=PEM; export the store to PEM with keytool or openssl)",
+                              name)
+        out[name] = kind
+    if out["ssl.truststore.location"] and out["ssl.truststore.certificates"]:
+        raise ConfigError(f"{where}ssl.truststore.certificates: cannot be set together with "
+                          f"ssl.truststore.location", "ssl.truststore.certificates")
+    given = [names for names in _CLIENT_CERT_SOURCES if any(out[n] for n in names)]
+    if len(given) > 1:
+        raise ConfigError(f"{where}{given[1][0]}: a client certificate is configured twice "
+                          f"({given[0][0]} and {given[1][0]}); keep one", given[1][0])
+    for key, needs in _REQUIRES:
+        if out[key] and not out[needs]:
+            raise ConfigError(f"{where}{needs}: required with {key}", needs)
+    algorithm = str(out["ssl.endpoint.identification.algorithm"] or "").strip().lower()
+    if algorithm not in ("https", "", "none"):
+        raise ConfigError(f"{where}ssl.endpoint.identification.algorithm: invalid value "
+                          f"{algorithm!r} (https, or empty to turn the host name check off)",
+                          "ssl.endpoint.identification.algorithm")
+    out["ssl.endpoint.identification.algorithm"] = "https" if algorithm == "https" else ""
+    versions = [_tls_version(v, "ssl.enabled.protocols", where)
+                for v in out["ssl.enabled.protocols"]]
+    if not versions:
+        raise ConfigError(f"{where}ssl.enabled.protocols: empty", "ssl.enabled.protocols")
+    out["ssl.enabled.protocols"] = versions
+    protocol = str(out["ssl.protocol"]).strip()
+    out["ssl.protocol"] = "TLS" if protocol.upper() == "TLS" else _tls_version(
+        protocol, "ssl.protocol", where)
+
+
+def _tls_version(text: str, key: str, where: str) -> str:
+    for v in TLS_VERSIONS:
+        if v.lower() == text.strip().lower():
+            return v
+    raise ConfigError(f"{where}{key}: {text!r} is not a TLS version "
+                      f"(one of {', '.join(TLS_VERSIONS)})", key)

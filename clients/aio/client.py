@@ -11,6 +11,10 @@ or admin client, and offers the few ways they talk to brokers:
 
 Broker error codes in responses are returned, not raised: each caller knows which codes it
 retries. Connection and timeout errors raise `KafkaConnectionError`/`KafkaTimeoutError`.
+Every connection is secured as the config's security keys say (`ClientSecurity.from_config`,
+read once here: a bad setting is a ConfigError when the client is made). A refused
+authentication raises `AuthenticationError`, which none of the retry loops here catch: it
+reaches the caller at once, as Kafka's AuthenticationException does.
 Single event loop, not thread-safe; the sync facades run it on a thread of their own.
 """
 from __future__ import annotations
@@ -27,6 +31,7 @@ from .connection import BrokerConnection
 from .errors import KafkaConnectionError, KafkaTimeoutError
 from .metadata import ClusterMetadata, MetadataManager
 from .pool import ConnectionPool, Node
+from .security import ClientSecurity
 
 __all__ = ["KafkaClient"]
 
@@ -42,12 +47,14 @@ class KafkaClient:
         self.request_timeout: float = config.ms("request.timeout.ms")
         self.retry_backoff: float = config.ms("retry.backoff.ms")
         self.retry_backoff_max: float = config.ms("retry.backoff.max.ms")
+        self.security = ClientSecurity.from_config(config)
         self.pool = ConnectionPool(
             client_id=self.client_id,
             connect_timeout=config.ms("socket.connection.setup.timeout.ms"),
             request_timeout=self.request_timeout,
             reconnect_backoff_ms=config["reconnect.backoff.ms"],
-            reconnect_backoff_max_ms=config["reconnect.backoff.max.ms"])
+            reconnect_backoff_max_ms=config["reconnect.backoff.max.ms"],
+            security=self.security)
         self.metadata = MetadataManager(
             self.pool, bootstrap_addresses(config["bootstrap.servers"]),
             max_age=config.ms("metadata.max.age.ms"), retry_backoff=self.retry_backoff,
@@ -65,8 +72,9 @@ class KafkaClient:
 
     async def start(self, timeout: float | None = None) -> None:
         """Reach the cluster once (raising KafkaConnectionError naming the bootstrap list if
-        no broker answers within `timeout`, default request.timeout.ms) and start the
-        background metadata refresh."""
+        no broker answers within `timeout`, default request.timeout.ms; AuthenticationError
+        at once if a broker refuses this client) and start the background metadata
+        refresh."""
         if self._started:
             return
         timeout = self.request_timeout if timeout is None else timeout
@@ -81,10 +89,19 @@ class KafkaClient:
                 if loop.time() + self.retry_backoff >= deadline:
                     servers = ",".join(self.config["bootstrap.servers"])
                     raise KafkaConnectionError(
-                        f"no broker reachable at {servers} within {timeout:.1f}s") from e
+                        f"no broker reachable at {servers} within {timeout:.1f}s "
+                        f"(last: {e})") from e
                 await asyncio.sleep(self.retry_backoff)
         self.metadata.start()
         self._started = True
+
+    def raise_authentication_error(self) -> None:
+        """Raise the AuthenticationError of the last failed connection attempt, if no
+        attempt has succeeded since (for loops that only see connections fail in the
+        background: a user's send or poll should fail with the reason, as in Kafka)."""
+        error = self.pool.authentication_error
+        if error is not None:
+            raise type(error)(error.message) from error
 
     async def close(self) -> None:
         await self.metadata.close()

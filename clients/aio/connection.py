@@ -8,6 +8,16 @@ answer, lands in a buffer of its own and is never copied again) and completes th
 of the responses the codec decodes. Framing, header versions, correlation checks and the
 ApiVersions fallback all live in the codec.
 
+Security (`security=`, a `clients.aio.security.ClientSecurity`): SSL and SASL_SSL wrap the
+stream in TLS (asyncio's SSL transport feeds the same BufferedProtocol); SASL_PLAINTEXT and
+SASL_SSL authenticate after ApiVersions, as Kafka's clients do: SaslHandshake v1 names the
+mechanism, then SaslAuthenticate requests carry its tokens (`clients.aio.sasl_client`) until
+the exchange completes. The TCP connect, the TLS handshake, ApiVersions and SASL all happen
+within the connect timeout. A refused authentication raises `AuthenticationError` (the
+broker's message), a failed TLS handshake `SslAuthenticationError`: both final, never a
+KafkaConnectionError that callers would retry. When the broker grants the session a lifetime
+(SaslAuthenticate v1+, KIP-368), `reauthenticate_at` says when to replace the connection.
+
 Concurrency: any number of tasks may call `request` concurrently on one connection
 (pipelining); the broker answers in order and the codec matches answers to requests.
 Everything runs on the event loop of the task that called `connect`; not thread-safe.
@@ -24,17 +34,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 import socket
+import ssl
 from importlib import metadata
 from typing import Any, Mapping
 
 from clients.protocol.client_codec import ClientProtocol, ProtocolError, expects_response
-from clients.protocol.errors import for_code
+from clients.protocol.errors import Code, for_code
 from clients.protocol.messages import api as lookup_api
 from clients.protocol.schema import Api, Struct, UnsupportedVersion
 
 from .errors import KafkaConnectionError, KafkaTimeoutError, UnsupportedVersionError
 from .flow_control import WriteFlowControl
+from .sasl_client import mechanism_client
+from .security import PLAINTEXT, AuthenticationError, ClientSecurity, SslAuthenticationError
 
 __all__ = ["BrokerConnection", "STROM_VERSION"]
 
@@ -49,6 +63,8 @@ def _strom_version() -> str:
 STROM_VERSION = _strom_version()
 
 _API_VERSIONS = lookup_api("ApiVersions")
+_SASL_HANDSHAKE = lookup_api("SaslHandshake")
+_SASL_AUTHENTICATE = lookup_api("SaslAuthenticate")
 _CLOSE_GRACE = 5.0  # seconds a graceful close waits for buffered bytes to leave
 
 
@@ -80,6 +96,7 @@ class _Protocol(WriteFlowControl, asyncio.BufferedProtocol):
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self.conn._lost_with = exc
         reason = f": {exc}" if exc is not None else ""
         self.conn._abort(KafkaConnectionError(f"connection to {self.conn.address} lost{reason}"))
         self.fail_writers()
@@ -110,6 +127,11 @@ class BrokerConnection:
         self.api_versions_version = -1  # the ApiVersions version the broker answered
         # KIP-584: feature name -> the level the cluster finalized (ApiVersions v3+).
         self.finalized_features: dict[str, int] = {}
+        self.security: ClientSecurity = PLAINTEXT
+        # Loop time after which the connection should be replaced, as the broker ends the
+        # authenticated session at its lifetime (KIP-368); None: never.
+        self.reauthenticate_at: float | None = None
+        self._lost_with: Exception | None = None   # what the transport reported, if anything
 
     @property
     def _transport(self) -> asyncio.Transport:
@@ -123,33 +145,66 @@ class BrokerConnection:
     async def connect(cls, host: str, port: int, *, client_id: str | None = "strom",
                       timeout: float = 10.0, request_timeout: float | None = 30.0,
                       software: tuple[str, str] = ("strom", STROM_VERSION),
-                      max_frame_size: int | None = None) -> "BrokerConnection":
-        """Open a TCP connection (TCP_NODELAY) and negotiate versions with ApiVersions.
+                      max_frame_size: int | None = None,
+                      security: ClientSecurity = PLAINTEXT) -> "BrokerConnection":
+        """Open a TCP connection (TCP_NODELAY), with TLS and SASL as `security` says, and
+        negotiate versions with ApiVersions.
 
-        `timeout` bounds the TCP connect and the ApiVersions exchange; `request_timeout` is
-        the default for later requests (None: wait forever). Raises KafkaConnectionError
-        when the broker is unreachable or does not answer in time.
+        `timeout` bounds the whole setup (connect, TLS handshake, ApiVersions, SASL);
+        `request_timeout` is the default for later requests (None: wait forever). Raises
+        KafkaConnectionError when the broker is unreachable or does not answer in time,
+        AuthenticationError (SslAuthenticationError for TLS) when it refuses this client.
         """
         addr = f"{host}:{port}"
         conn = cls(host, port, client_id=client_id, request_timeout=request_timeout,
                    max_frame_size=max_frame_size)
+        conn.security = security
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        tls = security.ssl_context
         try:
             async with asyncio.timeout(timeout):
-                transport, _ = await asyncio.get_running_loop().create_connection(
-                    lambda: conn._protocol, host, port)
+                transport, _ = await loop.create_connection(
+                    lambda: conn._protocol, host, port, ssl=tls,
+                    server_hostname=host if tls is not None else None,
+                    ssl_handshake_timeout=timeout if tls is not None else None)
         except TimeoutError:
             raise KafkaConnectionError(f"connecting to {addr} timed out after {timeout}s") from None
         except OSError as e:
+            if _refused_by_tls(e):
+                raise SslAuthenticationError(f"TLS handshake with {addr} failed: "
+                                             f"{_tls_reason(e)}") from e
             raise KafkaConnectionError(f"cannot connect to {addr}: {e}") from e
         sock = transport.get_extra_info("socket")
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        step = "ApiVersions"
         try:
-            await conn._negotiate(software, timeout)
+            await conn._negotiate(software, max(0.001, deadline - loop.time()))
+            if security.uses_sasl:
+                step = f"SASL {security.sasl_mechanism} authentication"
+                await conn._authenticate(security, deadline)
         except KafkaTimeoutError as e:
             await conn.close()
-            raise KafkaConnectionError(f"{addr} did not answer ApiVersions within {timeout}s") from e
+            raise KafkaConnectionError(f"{addr} did not complete {step} within {timeout}s") from e
+        except KafkaConnectionError as e:
+            await conn.close()
+            lost = conn._lost_with
+            if lost is not None and _refused_by_tls(lost):
+                # TLS 1.3: the broker checks our certificate after the handshake, and says
+                # no with an alert that arrives on the first read.
+                raise SslAuthenticationError(f"TLS session with {addr} refused: "
+                                             f"{_tls_reason(lost)}") from e
+            if tls is not None and conn.api_versions_version < 0:
+                # Usually no alert arrives (an asyncio broker does not send it, a reset
+                # discards it): the same close could be a broker going down, so it stays
+                # retriable, but the message names the likely cause.
+                raise KafkaConnectionError(
+                    f"{e}, right after the TLS handshake (a listener with "
+                    f"ssl.client.auth=required does this when it gets no certificate it "
+                    f"trusts: see ssl.keystore.location)") from e
+            raise
         except BaseException:
             await conn.close()
             raise
@@ -176,6 +231,50 @@ class BrokerConnection:
                 self.finalized_features = {f.name: f.max_version_level
                                            for f in resp.finalized_features or ()}
             return
+
+    async def _authenticate(self, security: ClientSecurity, deadline: float) -> None:
+        """SaslHandshake v1, then SaslAuthenticate until the mechanism is done; every request
+        bounded by `deadline` (loop time). AuthenticationError on any refusal."""
+        assert security.sasl_mechanism and security.username and security.password is not None
+        mechanism = security.sasl_mechanism
+        loop = asyncio.get_running_loop()
+        rng = self._broker_versions.get(_SASL_HANDSHAKE.key)
+        try:
+            auth_version = self.version_for(_SASL_AUTHENTICATE)
+        except UnsupportedVersionError:
+            rng = None
+        if rng is None or rng[1] < 1:
+            # SaslHandshake v0 would be followed by raw SASL tokens, which strom does not speak.
+            raise AuthenticationError(
+                f"{self.address} offers no SaslHandshake v1 / SaslAuthenticate: is its listener "
+                f"{security.protocol}?")
+        resp = await self.request(_SASL_HANDSHAKE, {"mechanism": mechanism},
+                                  version=min(rng[1], _SASL_HANDSHAKE.max_version),
+                                  timeout=max(0.001, deadline - loop.time()))
+        if resp.error_code == Code.UNSUPPORTED_SASL_MECHANISM:
+            raise AuthenticationError(
+                f"SASL mechanism {mechanism} is not enabled on {self.address}; it offers "
+                f"{', '.join(resp.mechanisms or ()) or 'none'}")
+        if resp.error_code:
+            raise AuthenticationError(
+                f"SaslHandshake with {self.address} failed: {for_code(resp.error_code).name} "
+                f"(mechanism {mechanism}; the broker offers "
+                f"{', '.join(resp.mechanisms or ()) or 'none'})")
+        client = mechanism_client(mechanism, security.username, security.password)
+        token: bytes | None = client.first_token()
+        while token is not None:
+            resp = await self.request(_SASL_AUTHENTICATE, {"auth_bytes": token},
+                                      version=auth_version,
+                                      timeout=max(0.001, deadline - loop.time()))
+            if resp.error_code:
+                raise AuthenticationError(
+                    resp.error_message or f"{for_code(resp.error_code).name}: {mechanism} "
+                    f"authentication with {self.address} failed")
+            if auth_version >= 1 and resp.session_lifetime_ms > 0:
+                # Kafka's clients re-authenticate at 85-95% of the lifetime.
+                self.reauthenticate_at = loop.time() + (
+                    resp.session_lifetime_ms / 1000.0 * random.uniform(0.85, 0.95))
+            token = client.respond(resp.auth_bytes)
 
     # ------------------------------------------------------------------ versions
 
@@ -334,6 +433,14 @@ class BrokerConnection:
         except TimeoutError:
             self._transport.abort()
 
+    async def close_when_idle(self, timeout: float) -> None:
+        """Close once every request in flight now has its answer (at most `timeout`
+        seconds); used to retire a connection without failing what it carries."""
+        pending = [f for f in self._futures.values() if not f.done()]
+        if pending:
+            await asyncio.wait(pending, timeout=timeout)
+        await self.close()
+
     @property
     def closed(self) -> bool:
         return self._close_error is not None
@@ -360,3 +467,18 @@ class BrokerConnection:
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"open, {self.in_flight} in flight"
         return f"<BrokerConnection {self.address} {state}>"
+
+
+def _refused_by_tls(e: BaseException) -> bool:
+    """A TLS failure that retrying cannot fix (verification, alerts, versions), as opposed
+    to the connection dropping mid-handshake (a restarting broker, a plaintext port)."""
+    return isinstance(e, ssl.SSLError) and not isinstance(
+        e, (ssl.SSLEOFError, ssl.SSLZeroReturnError, ssl.SSLSyscallError))
+
+
+def _tls_reason(e: BaseException) -> str:
+    if isinstance(e, ssl.SSLCertVerificationError):
+        return e.verify_message or str(e)
+    if isinstance(e, ssl.SSLError):
+        return e.reason or str(e)
+    return str(e)

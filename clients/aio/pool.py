@@ -9,6 +9,14 @@ the delay counts from the previous connection attempt and grows with each consec
 attempt; a successful connect resets it. `get` waits out what is left of the delay, tries
 once, and raises KafkaConnectionError if that attempt fails; retrying is the caller's call.
 
+Every connection is opened with the pool's `security` (TLS, SASL; see
+`clients.aio.security`). A refused authentication raises `AuthenticationError` from `get`:
+it is final (not a KafkaConnectionError), paced by the same backoff if the caller tries again,
+and remembered in `authentication_error` until a later attempt succeeds, so code that only
+sees connections fail in the background can still tell the user why. A connection whose
+SASL session is about to expire (KIP-368) is replaced at the next `get`; the old one closes
+once its requests in flight are answered.
+
 Concurrency: any number of tasks may call `get` concurrently; tasks asking for the same node
 share one connection attempt. Single event loop, not thread-safe.
 """
@@ -21,6 +29,7 @@ from typing import Awaitable, Callable, Mapping, Union
 
 from .connection import STROM_VERSION, BrokerConnection
 from .errors import KafkaConnectionError
+from .security import PLAINTEXT, AuthenticationError, ClientSecurity
 
 __all__ = ["ConnectionPool", "Node", "Connector"]
 
@@ -48,13 +57,17 @@ class ConnectionPool:
                  reconnect_backoff_ms: float = 50, reconnect_backoff_max_ms: float = 1000,
                  software: tuple[str, str] = ("strom", STROM_VERSION),
                  addresses: Mapping[int, tuple[str, int]] | None = None,
-                 connector: Connector | None = None):
+                 connector: Connector | None = None,
+                 security: ClientSecurity = PLAINTEXT):
         self.client_id = client_id
         self.connect_timeout = connect_timeout
         self.request_timeout = request_timeout
         self.reconnect_backoff = reconnect_backoff_ms / 1000.0
         self.reconnect_backoff_max = reconnect_backoff_max_ms / 1000.0
         self.software = software
+        self.security = security
+        self.authentication_error: AuthenticationError | None = None
+        self._retiring: dict[asyncio.Task[None], BrokerConnection] = {}
         self._addresses: dict[int, tuple[str, int]] = dict(addresses or {})
         self._connector = connector or self._connect
         self._slots: dict[Node, _Slot] = {}
@@ -93,7 +106,10 @@ class ConnectionPool:
                 if self._usable(node, conn):
                     return conn  # another task reconnected while we waited
                 slot.conn = None
-                await conn.close()
+                if self._session_ending(conn) and self._points_at(node, conn):
+                    self._retire(conn)     # still fine for what it carries: let that finish
+                else:
+                    await conn.close()
             if self._closed:
                 raise KafkaConnectionError("the connection pool is closed")
             loop = asyncio.get_running_loop()
@@ -108,10 +124,13 @@ class ConnectionPool:
                 conn = await self._connector(host, port)
             except asyncio.CancelledError:
                 raise
-            except Exception:
+            except Exception as e:
                 slot.failures += 1
                 slot.next_attempt = started + self.backoff(slot.failures)
+                if isinstance(e, AuthenticationError):
+                    self.authentication_error = e
                 raise
+            self.authentication_error = None
             slot.failures = 0
             slot.next_attempt = started + self.backoff(0)
             if self._closed:
@@ -121,11 +140,19 @@ class ConnectionPool:
             return conn
 
     def _usable(self, node: Node, conn: BrokerConnection) -> bool:
-        if conn.closed:
-            return False
+        return not conn.closed and not self._session_ending(conn) and self._points_at(node, conn)
+
+    def _points_at(self, node: Node, conn: BrokerConnection) -> bool:
         if isinstance(node, int):
             return self._addresses.get(node) == (conn.host, conn.port)
         return True
+
+    @staticmethod
+    def _session_ending(conn: BrokerConnection) -> bool:
+        """The broker will soon end the connection's SASL session (KIP-368)."""
+        # getattr: a custom connector may hand out connection-like objects without it.
+        at = getattr(conn, "reauthenticate_at", None)
+        return at is not None and not conn.closed and asyncio.get_running_loop().time() >= at
 
     def backoff(self, failures: int) -> float:
         """Seconds between attempts after `failures` consecutive failed ones (jittered)."""
@@ -149,7 +176,15 @@ class ConnectionPool:
     async def _connect(self, host: str, port: int) -> BrokerConnection:
         return await BrokerConnection.connect(
             host, port, client_id=self.client_id, timeout=self.connect_timeout,
-            request_timeout=self.request_timeout, software=self.software)
+            request_timeout=self.request_timeout, software=self.software,
+            security=self.security)
+
+    def _retire(self, conn: BrokerConnection) -> None:
+        """Close `conn` in the background once the requests it carries are answered."""
+        task = asyncio.get_running_loop().create_task(
+            conn.close_when_idle(self.request_timeout or 30.0))
+        self._retiring[task] = conn
+        task.add_done_callback(lambda t: self._retiring.pop(t, None))
 
     async def close(self, node: Node) -> None:
         """Close the connection to `node`, if any; a later `get` reconnects."""
@@ -164,6 +199,10 @@ class ConnectionPool:
         conns = [s.conn for s in self._slots.values() if s.conn is not None]
         for s in self._slots.values():
             s.conn = None
+        retiring, self._retiring = self._retiring, {}
+        for task in retiring:
+            task.cancel()
+        conns += retiring.values()
         await asyncio.gather(*(c.close() for c in conns), return_exceptions=True)
 
     @property

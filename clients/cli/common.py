@@ -5,7 +5,10 @@ and are re-exported here).
 - `add_connection_args`: --bootstrap-server, the tool's properties-file flag
   (--command-config, --producer.config, --consumer.config) and --command-timeout.
 - `client_config`: a client config dict from the properties file, `key=value` overrides and
-  the command timeout; `bootstrap.servers` always comes from --bootstrap-server.
+  the command timeout; `bootstrap.servers` always comes from --bootstrap-server. The file is
+  where a secured cluster's settings go, as with Kafka's tools: `security.protocol`,
+  `sasl.mechanism`, `sasl.jaas.config`, `ssl.truststore.location`, ... (every key of
+  `clients.config`; a bad one is a one-line error naming it).
 - `admin_client`: an AdminClient for the tool's flags, after a reachability check.
 
 Tools are single-threaded; the clients they use run their own I/O thread.
@@ -29,9 +32,11 @@ if TYPE_CHECKING:
 __all__ = ["CliError", "ToolParser", "add_connection_args", "command_timeout", "client_config",
            "read_config_file", "parse_assignment", "parse_config_list", "wait_reachable",
            "run_tool", "describe_error", "admin_client", "interrupt_on_sigterm", "exit_after",
-           "DEFAULT_TIMEOUT", "TIMEOUT_ENV"]
+           "DEFAULT_TIMEOUT", "TIMEOUT_ENV", "SECURITY_HELP"]
 
 TIMEOUT_ENV = "STROM_CLI_TIMEOUT"     # seconds; the default of --command-timeout
+SECURITY_HELP = ("Security settings go here too: security.protocol, sasl.mechanism, "
+                 "sasl.jaas.config, ssl.truststore.location, ssl.keystore.location, ...")
 DEFAULT_TIMEOUT = 10.0
 
 
@@ -41,7 +46,8 @@ def add_connection_args(parser: argparse.ArgumentParser, config_flag: str = "--c
     parser.add_argument("--bootstrap-server", metavar="HOST:PORT[,HOST:PORT]",
                         required=bootstrap_required,
                         help="REQUIRED: the server(s) to connect to.")
-    parser.add_argument(config_flag, metavar="FILE", dest="config_file", help=config_help)
+    parser.add_argument(config_flag, metavar="FILE", dest="config_file",
+                        help=f"{config_help.rstrip()} {SECURITY_HELP}")
     parser.add_argument("--command-timeout", metavar="SECONDS", type=float, default=None,
                         help=f"Give up reaching the cluster (and on admin requests) after this "
                              f"long (default ${TIMEOUT_ENV} or {DEFAULT_TIMEOUT:g}).")

@@ -69,5 +69,5 @@ def test_bootstrap_is_required_and_must_be_host_port():
 
 
 def test_shared_files_with_ignored_keys_still_load():
-    cfg = resolve("admin", {"bootstrap.servers": "h:1", "security.protocol": "PLAINTEXT"})
-    assert "security.protocol" not in cfg
+    cfg = resolve("admin", {"bootstrap.servers": "h:1", "client.dns.lookup": "use_all_dns_ips"})
+    assert "client.dns.lookup" not in cfg
