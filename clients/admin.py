@@ -17,16 +17,27 @@ from __future__ import annotations
 from typing import Any, Coroutine, Iterable, Mapping, TypeVar
 
 from clients._loop import LoopThread
+from clients.aio.acl_types import (AccessControlEntry, AclBinding, AclBindingFilter,
+                                   ResourcePattern)
 from clients.aio.admin import (AsyncAdminClient, BrokerInfo, ClusterDescription, ConfigEntry,
                                GroupDescription, GroupListing, MemberDescription, OffsetSpec,
                                PartitionDescription, ResourceType, TopicDescription,
                                TransactionDescription)
+from clients.aio.scram_types import (ScramCredentialInfo, ScramMechanism,
+                                     UserScramCredentialAlteration, UserScramCredentialDeletion,
+                                     UserScramCredentialUpsertion)
+from clients.protocol.acl import AclOperation, AclPermissionType, PatternType
+from clients.protocol.acl import ResourceType as AclResourceType
 from clients.types import (NewTopic, OffsetAndMetadata, OffsetAndTimestamp, PreparedTransaction,
                            TopicPartition)
 
 __all__ = ["AdminClient", "ClusterDescription", "BrokerInfo", "TopicDescription",
            "PartitionDescription", "ConfigEntry", "GroupListing", "GroupDescription",
-           "MemberDescription", "NewTopic", "TransactionDescription"]
+           "MemberDescription", "NewTopic", "TransactionDescription",
+           "AclBinding", "AclBindingFilter", "ResourcePattern", "AccessControlEntry",
+           "AclResourceType", "PatternType", "AclOperation", "AclPermissionType",
+           "ScramMechanism", "ScramCredentialInfo", "UserScramCredentialUpsertion",
+           "UserScramCredentialDeletion"]
 
 T = TypeVar("T")
 
@@ -127,6 +138,28 @@ class AdminClient:
     def complete_transaction(self, prepared: PreparedTransaction, commit: bool = True,
                              timeout: float | None = None) -> None:
         return self._run(self._admin.complete_transaction(prepared, commit, timeout))
+
+    # ------------------------------------------------------------------ ACLs
+
+    def create_acls(self, bindings: Iterable[AclBinding]) -> None:
+        self._run(self._admin.create_acls(list(bindings)))
+
+    def describe_acls(self, filter: AclBindingFilter | None = None) -> list[AclBinding]:
+        return self._run(self._admin.describe_acls(filter))
+
+    def delete_acls(self, filters: Iterable[AclBindingFilter]) -> list[list[AclBinding]]:
+        return self._run(self._admin.delete_acls(list(filters)))
+
+    # ------------------------------------------------------------------ SCRAM credentials
+
+    def describe_user_scram_credentials(self, users: Iterable[str] | None = None
+                                        ) -> dict[str, list[ScramCredentialInfo]]:
+        return self._run(self._admin.describe_user_scram_credentials(
+            None if users is None else list(users)))
+
+    def alter_user_scram_credentials(self,
+                                     alterations: Iterable[UserScramCredentialAlteration]) -> None:
+        self._run(self._admin.alter_user_scram_credentials(list(alterations)))
 
 
 async def _make(config: Mapping[str, Any] | None, kwargs: dict[str, Any]) -> AsyncAdminClient:

@@ -10,7 +10,10 @@ as Kafka's AdminClient does:
   - DescribeGroups, DeleteGroups, OffsetFetch, OffsetCommit: the group's coordinator;
   - ListOffsets, DeleteRecords: each partition's leader;
   - DescribeTransactions, EndTxn (completing a prepared transaction): the transactional id's
-    coordinator (FindCoordinator key_type 1).
+    coordinator (FindCoordinator key_type 1);
+  - CreateAcls, DescribeAcls, DeleteAcls, DescribeUserScramCredentials,
+    AlterUserScramCredentials: any broker (the least loaded), each at the highest version both
+    sides speak (types in `acl_types.py` and `scram_types.py`).
 
 Errors: a method raises the error-table class (`clients.protocol.errors`) of the first
 failure, its message naming the resource ("topic nope", "group g1", "partition t-3").
@@ -40,11 +43,16 @@ from clients.protocol.schema import Struct
 from clients.types import (NewTopic, OffsetAndMetadata, OffsetAndTimestamp, PreparedTransaction,
                            TopicPartition)
 
+from .acl_types import (AclBinding, AclBindingFilter, binding_from_match,
+                        bindings_from_describe, check_creatable, create_acls_request,
+                        delete_acls_request, describe_acls_request)
 from .client import KafkaClient
 from .connection import BrokerConnection
 from .errors import KafkaConnectionError, KafkaTimeoutError
 from .metadata import BrokerInfo, ClusterMetadata
 from .pool import Node
+from .scram_types import (ScramCredentialInfo, ScramMechanism, UserScramCredentialAlteration,
+                          alter_scram_request, describe_scram_request)
 from .transactions import coordinated
 
 __all__ = ["AsyncAdminClient", "ClusterDescription", "BrokerInfo", "TopicDescription",
@@ -806,6 +814,129 @@ class AsyncAdminClient:
             "transactional_id": prepared.transactional_id,
             "producer_id": prepared.producer_id, "producer_epoch": prepared.producer_epoch,
             "committed": commit}, self._deadline(timeout))
+
+    # ------------------------------------------------------------------ ACLs
+
+    async def create_acls(self, bindings: Iterable[AclBinding]) -> None:
+        """Create ACLs (CreateAcls to any broker); creating one that exists is no error.
+        Raises the first binding's error, its message naming the binding:
+        SecurityDisabledError when the cluster has no authorizer,
+        ClusterAuthorizationFailedError without Alter on the cluster, InvalidRequestError for
+        a binding with an ANY/UNKNOWN field (before anything is sent), UnsupportedVersionError
+        for a PREFIXED binding to a broker that speaks only v0."""
+        todo = list(bindings)
+        for b in todo:
+            check_creatable(b)
+        if not todo:
+            return
+        deadline = self._deadline(None)
+
+        async def attempt() -> None:
+            resp = await self._send(None, "CreateAcls", lambda v: create_acls_request(todo, v),
+                                    deadline)
+            for b, r in zip(todo, resp.results):
+                if r.error_code:
+                    raise _error(r.error_code, f"acl {b}", r.get("error_message"))
+        await self._retrying("create_acls", deadline, attempt)
+
+    async def describe_acls(self, filter: AclBindingFilter | None = None) -> list[AclBinding]:
+        """The ACLs `filter` selects (None: every ACL), sorted. SecurityDisabledError when the
+        cluster has no authorizer."""
+        f = filter if filter is not None else AclBindingFilter.ANY
+        deadline = self._deadline(None)
+
+        async def attempt() -> list[AclBinding]:
+            resp = await self._send(None, "DescribeAcls", lambda v: describe_acls_request(f, v),
+                                    deadline)
+            if resp.error_code:
+                raise _error(resp.error_code, f"acls {f}", resp.get("error_message"))
+            return sorted(set(bindings_from_describe(resp)))
+        return await self._retrying("describe_acls", deadline, attempt)
+
+    async def delete_acls(self, filters: Iterable[AclBindingFilter]) -> list[list[AclBinding]]:
+        """Delete every ACL each filter selects (DeleteAcls to any broker); returns, per
+        filter in order, the bindings it deleted. Raises the first error (a filter's, or a
+        matched binding's), its message naming the filter or binding."""
+        todo = list(filters)
+        if not todo:
+            return []
+        deadline = self._deadline(None)
+
+        async def attempt() -> list[list[AclBinding]]:
+            resp = await self._send(None, "DeleteAcls", lambda v: delete_acls_request(todo, v),
+                                    deadline)
+            out = []
+            for f, r in zip(todo, resp.filter_results):
+                if r.error_code:
+                    raise _error(r.error_code, f"acl filter {f}", r.get("error_message"))
+                deleted = []
+                for m in r.matching_acls:
+                    b = binding_from_match(m)
+                    if m.error_code:
+                        raise _error(m.error_code, f"acl {b}", m.get("error_message"))
+                    deleted.append(b)
+                out.append(sorted(deleted))
+            return out
+        return await self._retrying("delete_acls", deadline, attempt)
+
+    # ------------------------------------------------------------------ SCRAM credentials
+
+    async def describe_user_scram_credentials(self, users: Iterable[str] | None = None
+                                              ) -> dict[str, list[ScramCredentialInfo]]:
+        """Each user's SCRAM mechanisms and iterations (never the credentials). `users` None
+        (or empty): every user that has one. A named user without credentials raises
+        ResourceNotFoundError("user alice: ..."); the first such error in the order asked
+        is raised."""
+        names = None if users is None else list(dict.fromkeys(users))
+        deadline = self._deadline(None)
+
+        async def attempt() -> dict[str, list[ScramCredentialInfo]]:
+            resp = await self._send(None, "DescribeUserScramCredentials",
+                                    lambda v: describe_scram_request(names), deadline)
+            if resp.error_code:
+                raise _error(resp.error_code, "user SCRAM credentials",
+                             resp.get("error_message"))
+            by_user = {r.user: r for r in resp.results}
+            for name in names or ():
+                r = by_user.get(name)
+                if r is None:
+                    raise _error(Code.RESOURCE_NOT_FOUND, f"user {name}",
+                                 "not in the broker's answer")
+            out: dict[str, list[ScramCredentialInfo]] = {}
+            for user in (names or sorted(by_user)):
+                r = by_user[user]
+                if r.error_code:
+                    raise _error(r.error_code, f"user {user}", r.get("error_message"))
+                out[user] = sorted(
+                    ScramCredentialInfo(ScramMechanism(c.mechanism), c.iterations)
+                    for c in r.credential_infos)
+            return out
+        return await self._retrying("describe_user_scram_credentials", deadline, attempt)
+
+    async def alter_user_scram_credentials(
+            self, alterations: Iterable[UserScramCredentialAlteration]) -> None:
+        """Upsert and delete users' SCRAM credentials (AlterUserScramCredentials to any
+        broker). The salt is random unless an upsertion names one; the password is sent only
+        as SaltedPassword. Raises the first user's error, e.g.
+        UnacceptableCredentialError("user alice: ...") for iterations out of range,
+        ResourceNotFoundError for deleting a credential that does not exist,
+        DuplicateResourceError for one user and mechanism named twice."""
+        todo = list(alterations)
+        if not todo:
+            return
+        body = alter_scram_request(todo)         # one salt per upsertion, kept across retries
+        users = list(dict.fromkeys(a.user for a in todo))
+        deadline = self._deadline(None)
+
+        async def attempt() -> None:
+            resp = await self._send(None, "AlterUserScramCredentials", lambda v: body,
+                                    deadline)
+            codes = {r.user: r for r in resp.results}
+            for user in users:
+                r = codes.get(user)
+                if r is not None and r.error_code:
+                    raise _error(r.error_code, f"user {user}", r.get("error_message"))
+        await self._retrying("alter_user_scram_credentials", deadline, attempt)
 
 
 def _supported(conn: BrokerConnection) -> set[str]:

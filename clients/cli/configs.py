@@ -1,26 +1,39 @@
-"""kafka-configs: describe and alter topic and broker configs (IncrementalAlterConfigs).
+"""kafka-configs: describe and alter topic and broker configs (IncrementalAlterConfigs) and
+users' SCRAM credentials (Describe/AlterUserScramCredentials).
 
     kafka-configs --bootstrap-server H:P --entity-type topics --entity-name t --describe [--all]
     kafka-configs ... --topic t --alter --add-config k=v,k2=[a,b] --delete-config k3,k4
+    kafka-configs ... --entity-type users --entity-name alice --alter \
+        --add-config 'SCRAM-SHA-256=[iterations=8192,password=alice-secret]'
+    kafka-configs ... --user alice --alter --delete-config SCRAM-SHA-512
+    kafka-configs ... --entity-type users [--entity-name alice] --describe
 
 Describe output follows Kafka's ConfigCommand:
 
     Dynamic configs for topic t are:
       retention.ms=1000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=1000}
+    SCRAM credential configs for user-principal 'alice' are SCRAM-SHA-256=iterations=8192
 
-(`All configs for ...` with --all). Errors are one line: `Error while executing config
-command : <reason>`, exit 1.
+(`All configs for ...` with --all). A SCRAM credential without `iterations=` gets Kafka's
+default, 4096. Errors are one line: `Error while executing config command : <reason>`, exit 1.
 """
 from __future__ import annotations
 
 import argparse
+import re
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, cast
+
+from clients.aio.scram_types import (DEFAULT_ITERATIONS, MIN_ITERATIONS, ScramCredentialInfo,
+                                     ScramMechanism, UserScramCredentialAlteration,
+                                     UserScramCredentialDeletion, UserScramCredentialUpsertion)
+from clients.protocol.errors import KafkaError, ResourceNotFoundError
 
 from .common import (CliError, ToolParser, add_connection_args, admin_client, parse_config_list,
                      read_config_file, run_tool)
 
 if TYPE_CHECKING:
+    from clients.admin import AdminClient
     from clients.aio.admin import ConfigEntry, ResourceType
 
 ERROR_PREFIX = "Error while executing config command : "
@@ -31,21 +44,29 @@ SOURCE_NAMES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONF
                 5: "DEFAULT_CONFIG", 6: "DYNAMIC_BROKER_LOGGER_CONFIG",
                 7: "CLIENT_METRICS_CONFIG", 8: "GROUP_CONFIG"}
 
-ENTITY_TYPES: dict[str, ResourceType] = {"topics": "topic", "brokers": "broker"}
+EntityKind = Literal["topic", "broker", "user"]
+ENTITY_TYPES: dict[str, EntityKind] = {"topics": "topic", "brokers": "broker", "users": "user"}
+SCRAM_KEYS = tuple(m.mechanism_name for m in ScramMechanism if m is not ScramMechanism.UNKNOWN)
+# ConfigCommand's pattern of a SCRAM credential value.
+_SCRAM_VALUE = re.compile(r"(?:iterations=(-?[0-9]*),)?password=(.*)", re.S)
 
 
 def build_parser() -> ToolParser:
-    p = ToolParser(prog="kafka-configs", description="Add, remove or describe topic and broker configs.")
+    p = ToolParser(prog="kafka-configs",
+                   description="Add, remove or describe topic and broker configs and users' "
+                               "SCRAM credentials.")
     add_connection_args(p)
     actions = p.add_mutually_exclusive_group(required=True)
     actions.add_argument("--describe", action="store_true", help="List configs for the given entity.")
     actions.add_argument("--alter", action="store_true", help="Alter the configuration of the entity.")
-    p.add_argument("--entity-type", choices=sorted(ENTITY_TYPES), help="Type of entity (topics/brokers).")
-    p.add_argument("--entity-name", help="Name of the entity (topic name / broker id).")
+    p.add_argument("--entity-type", choices=sorted(ENTITY_TYPES),
+                   help="Type of entity (topics/brokers/users).")
+    p.add_argument("--entity-name", help="Name of the entity (topic name / broker id / user).")
     p.add_argument("--entity-default", action="store_true",
                    help="Default entity name for brokers (cluster-wide defaults).")
     p.add_argument("--topic", help="Shorthand for --entity-type topics --entity-name TOPIC.")
     p.add_argument("--broker", help="Shorthand for --entity-type brokers --entity-name ID.")
+    p.add_argument("--user", help="Shorthand for --entity-type users --entity-name USER.")
     p.add_argument("--broker-defaults", action="store_true",
                    help="Shorthand for --entity-type brokers --entity-default.")
     p.add_argument("--all", action="store_true",
@@ -56,9 +77,11 @@ def build_parser() -> ToolParser:
     return p
 
 
-def resolve_entity(args: argparse.Namespace) -> tuple[ResourceType, str | None]:
-    """(resource type "topic"/"broker", name or None for all topics / broker defaults)."""
-    given = [(t, n) for t, n in (("topics", args.topic), ("brokers", args.broker)) if n is not None]
+def resolve_entity(args: argparse.Namespace) -> tuple[EntityKind, str | None]:
+    """(entity "topic"/"broker"/"user", name or None for all topics / users; "" for the
+    broker defaults)."""
+    given = [(t, n) for t, n in (("topics", args.topic), ("brokers", args.broker),
+                                 ("users", args.user)) if n is not None]
     if args.broker_defaults:
         given.append(("brokers", ""))
     if args.entity_type:
@@ -71,9 +94,11 @@ def resolve_entity(args: argparse.Namespace) -> tuple[ResourceType, str | None]:
     elif args.entity_name is not None or args.entity_default:
         raise CliError("--entity-type must be specified with --entity-name / --entity-default")
     if not given:
-        raise CliError("one of --entity-type, --topic, --broker or --broker-defaults is required")
+        raise CliError("one of --entity-type, --topic, --broker, --user or --broker-defaults "
+                       "is required")
     if len(given) > 1:
-        raise CliError("only one entity may be given (--entity-type/--topic/--broker/--broker-defaults)")
+        raise CliError("only one entity may be given "
+                       "(--entity-type/--topic/--broker/--user/--broker-defaults)")
     etype, name = given[0]
     if etype == "brokers" and name not in (None, "") and not name.isdigit():
         raise CliError(f"The entity name for brokers must be a valid integer broker id, "
@@ -144,11 +169,86 @@ def alter_request(args: argparse.Namespace) -> tuple[dict[str, str], list[str]]:
     return to_set, to_delete
 
 
+# ---------------------------------------------------------------------- users (SCRAM)
+
+def parse_scram_credential(mechanism: ScramMechanism, text: str) -> tuple[int, str]:
+    """`[iterations=N,]password=P` -> (iterations, password); iterations default 4096 and
+    must be at least the mechanism's minimum, as ConfigCommand checks."""
+    m = _SCRAM_VALUE.fullmatch(text)
+    if m is None or (m.group(1) is not None and m.group(1) in ("", "-")):
+        raise CliError(f"Invalid credential property {mechanism.mechanism_name}={text}")
+    raw = m.group(1)
+    iterations = int(raw) if raw is not None and raw != "-1" else DEFAULT_ITERATIONS
+    if iterations < MIN_ITERATIONS:
+        raise CliError(f"Iterations {iterations} is less than the minimum {MIN_ITERATIONS} "
+                       f"required for {mechanism.mechanism_name}")
+    return iterations, m.group(2)
+
+
+def scram_alterations(user: str, to_set: dict[str, str],
+                      to_delete: list[str]) -> list[UserScramCredentialAlteration]:
+    """The SCRAM upsertions and deletions an --alter of `users` asks for. Only the SCRAM
+    mechanisms are configs of a user here (strom has no client quotas)."""
+    unknown = [k for k in [*to_set, *to_delete] if k not in SCRAM_KEYS]
+    if unknown:
+        raise CliError(f"Only SCRAM credential configs ({', '.join(SCRAM_KEYS)}) can be altered "
+                       f"for 'users'. Unexpected config names: {', '.join(unknown)}")
+    out: list[UserScramCredentialAlteration] = [
+        UserScramCredentialDeletion(user, ScramMechanism.from_name(k)) for k in to_delete]
+    for key, value in to_set.items():
+        mechanism = ScramMechanism.from_name(key)
+        iterations, password = parse_scram_credential(mechanism, value)
+        out.append(UserScramCredentialUpsertion(user, mechanism, iterations, password))
+    return out
+
+
+def scram_describe_line(user: str, infos: list[ScramCredentialInfo]) -> str:
+    return f"SCRAM credential configs for user-principal '{user}' are " + \
+        ", ".join(str(i) for i in infos)
+
+
+def scram_error_line(user: str, error: KafkaError) -> str:
+    """Kafka's line for a user it could not describe, naming the Java exception class."""
+    java_name = "".join(w.capitalize() for w in error.name.split("_")) + "Exception"
+    message = error.message.removeprefix(f"user {user}: ")   # the admin client's prefix
+    return (f"Error retrieving SCRAM credential configs for user-principal '{user}': "
+            f"{java_name}: {message}")
+
+
+def run_users(admin: AdminClient, name: str | None,
+              alterations: list[UserScramCredentialAlteration] | None, out: Any) -> int:
+    """--alter (with `alterations`) or --describe of users' SCRAM credentials."""
+    if alterations is not None:
+        admin.alter_user_scram_credentials(alterations)
+        print(f"Completed updating config for user {name}.", file=out)
+        return 0
+    if name is None:
+        for user, infos in admin.describe_user_scram_credentials(None).items():
+            print(scram_describe_line(user, infos), file=out)
+        return 0
+    try:
+        infos = admin.describe_user_scram_credentials([name])[name]
+    except ResourceNotFoundError as e:
+        print(scram_error_line(name, e), file=out)   # as Kafka: reported, not a failure
+        return 0
+    print(scram_describe_line(name, infos), file=out)
+    return 0
+
+
 def run(args: argparse.Namespace, out=None) -> int:
     out = out or sys.stdout
-    resource_type, name = resolve_entity(args)
+    kind, name = resolve_entity(args)
     if args.describe and (args.add_config or args.add_config_file or args.delete_config):
         raise CliError("--add-config/--delete-config can only be used with --alter")
+    if kind == "user":
+        alterations = None
+        if args.alter:
+            if not name:
+                raise CliError("An entity name must be specified for every entity type")
+            alterations = scram_alterations(name, *alter_request(args))
+        with admin_client(args, ERROR_PREFIX) as admin:
+            return run_users(admin, name, alterations, out)
+    resource_type = cast("ResourceType", kind)
     if args.alter:
         if resource_type == "topic" and not name:
             raise CliError("an entity name (--entity-name or --topic) is required with --alter")
