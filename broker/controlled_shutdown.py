@@ -7,6 +7,7 @@ import asyncio
 import logging
 
 from clients.aio.connection import BrokerConnection
+from clients.aio.security import PLAINTEXT, ClientSecurity
 from zkcoord.controller import Controller
 from zkcoord.store import MetadataStore
 
@@ -16,7 +17,8 @@ log = logging.getLogger("strom.broker")
 
 
 async def controlled_shutdown(broker_id: int, store: MetadataStore, metadata: MetadataCache,
-                              controller: Controller | None, attempts: int = 3) -> None:
+                              controller: Controller | None, attempts: int = 3,
+                              security: ClientSecurity = PLAINTEXT) -> None:
     """Ask the controller (this broker's own, when it is the controller) until no partition
     is left led here, or `attempts` are used up."""
     for _ in range(attempts):
@@ -30,7 +32,7 @@ async def controlled_shutdown(broker_id: int, store: MetadataStore, metadata: Me
         elif node is not None:
             try:
                 async with await BrokerConnection.connect(node.host, node.port, client_id="controlled-shutdown",
-                                                           timeout=2) as conn:
+                                                           timeout=2, security=security) as conn:
                     r = await conn.request("ControlledShutdown", {"broker_id": broker_id, "broker_epoch": -1},
                                            version=3, timeout=5)
                 if r.error_code == 0 and not r.remaining_partitions:

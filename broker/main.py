@@ -14,10 +14,11 @@ import sys
 import time
 from typing import Callable
 
+from clients.aio.security import ClientSecurity
 from clients.protocol.messages import API_BY_NAME
 from zkcoord.controller import Controller, ControllerSettings
 from zkcoord.local import LocalMetadataStore
-from zkcoord.store import BrokerInfo, LeaderAndIsr, MetadataStore
+from zkcoord.store import AclsChanged, BrokerInfo, LeaderAndIsr, MetadataStore
 from zkcoord.zookeeper import ZkMetadataStore
 
 from .background import BackgroundTasks
@@ -40,7 +41,9 @@ from .server import handlers  # noqa: F401  (registers every handler)
 from .server.dispatch import Dispatcher
 from .server.fetch_sessions import FetchSessionCache
 from .server.network import KafkaServer
-from .security.authorizer import AllowAll
+from .security.authorizer import AclAuthorizer, AllowAll, Authorizer
+from .security.listener_setup import (ListenerTransport, inter_broker_security, listener_transports,
+                                      sasl_server)
 from .server.services import ApiServices
 from .stats import BrokerTopicStats, ControllerStats, RequestStats
 from .topic_admin import TopicAdmin
@@ -65,8 +68,16 @@ class Broker:
     them in order. Holds no policy of its own."""
 
     def __init__(self, config: BrokerConfig, clock: Callable[[], float] = time.monotonic,
-                 wall_ms: Callable[[], int] = lambda: int(time.time() * 1000)):
+                 wall_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+                 transports: dict[str, ListenerTransport] | None = None,
+                 inter_broker: ClientSecurity | None = None):
+        """`transports`: each listener's TLS context (listener_transports(config));
+        `inter_broker`: how to connect to other brokers (inter_broker_security(config)).
+        Both are built before the loop starts, so a bad key store stops the broker with one
+        line; they are built here when not given."""
         self.config = config
+        self.transports = transports if transports is not None else listener_transports(config)
+        self.inter_broker = inter_broker if inter_broker is not None else inter_broker_security(config)
         self.broker_id = config.broker_id   # standalone: -1 already became 0
         # Hot-path counters, kept whether or not the metrics port is set (plain ints: cheap).
         self.topic_stats = BrokerTopicStats()
@@ -95,7 +106,7 @@ class Broker:
             self.broker_id, FetcherSettings(config.get("replica.fetch.wait.max.ms"),
                                             config.get("replica.fetch.max.bytes"),
                                             config.get("replica.fetch.response.max.bytes")),
-            self.replicas, self.topic_stats, self.metadata.broker)
+            self.replicas, self.topic_stats, self.metadata.broker, security=self.inter_broker)
         self.replicas.on_become_follower = self.fetchers.add_partition
         self.replicas.on_stop_following = self.fetchers.remove_partition
         self.cluster_mode = not config.standalone
@@ -119,7 +130,8 @@ class Broker:
                                    auto_leader_rebalance=config.get("auto.leader.rebalance.enable"),
                                    imbalance_check_interval_s=config.get(
                                        "leader.imbalance.check.interval.seconds"),
-                                   imbalance_ratio=config.get("leader.imbalance.per.broker.percentage") / 100.0),
+                                   imbalance_ratio=config.get("leader.imbalance.per.broker.percentage") / 100.0,
+                                   security=self.inter_broker),
                 self.zk_store, self.controller_stats,
                 unclean_leader_election=lambda: bool(config.get("unclean.leader.election.enable")))
             self.replicas.isr_writer = self._write_isr
@@ -145,17 +157,28 @@ class Broker:
                                                  self.replicas, wall_ms)
         self.txn_coordinator = TransactionCoordinator(
             txn_settings, self.txn_state, self.producer_ids,
-            TxnMarkerSender(self.broker_id, self.metadata), wall_ms)
+            TxnMarkerSender(self.broker_id, self.metadata, security=self.inter_broker), wall_ms)
         self.txn_verifier = TxnVerifier(self.broker_id, self.metadata, self.txn_state,
                                         self.txn_coordinator.verify,
-                                        local_add=self.txn_coordinator.add_partitions)
+                                        local_add=self.txn_coordinator.add_partitions,
+                                        security=self.inter_broker)
         if not self.cluster_mode:
             self.standalone.on_become_leader = self._standalone_leads
+        self.acl_authorizer: AclAuthorizer | None = None
+        authorizer: Authorizer = AllowAll()
+        if config.acl_authorizer:
+            authorizer = self.acl_authorizer = AclAuthorizer(
+                self.store.acls, super_users=config.super_users, loaded=False,
+                allow_everyone_if_no_acl_found=config.get("allow.everyone.if.no.acl.found"))
+            acl_authorizer = self.acl_authorizer
+            self.store.subscribe(lambda event: acl_authorizer.refresh()
+                                 if isinstance(event, AclsChanged) else None)
         self.services = ApiServices(
             self.broker_id, self.listener_name, self.cluster_mode, config, self.store, self.metadata,
             self.replicas, self.purgatory, self.fetch_sessions, self.topic_stats, self.topic_admin,
             self.topic_configs, self.dynamic_configs, self.group_coordinator, self.producer_ids,
-            self.controller, self.txn_coordinator, self.txn_verifier, AllowAll())
+            self.controller, self.txn_coordinator, self.txn_verifier, authorizer,
+            sasl_server(config, self.store.user_scram_credentials))
         self.servers: list[KafkaServer] = []
         self.background = BackgroundTasks(config, self.log_manager, self.replicas,
                                           self.isr_announcer, self.group_coordinator.tick,
@@ -184,16 +207,25 @@ class Broker:
             self.isr_announcer.changed((p.topic, p.index))
         return written
 
+    def _acls_loaded(self) -> None:
+        """The store has read every ACL: the authorizer decides by them from now on."""
+        if self.acl_authorizer is not None:
+            self.acl_authorizer.refresh(loaded=True)
+
     async def _listen(self) -> None:
         dispatcher = Dispatcher(self.services, self.request_stats)
         max_request = self.config.get("socket.request.max.bytes")
         for name, host, port in self.config.listeners:
+            transport = self.transports[name]
             server = KafkaServer(host, port, dispatcher, listener_name=name, max_request_size=max_request,
-                                 eager_api_keys=EAGER_API_KEYS)
+                                 eager_api_keys=EAGER_API_KEYS,
+                                 security_protocol=self.config.security_protocol(name),
+                                 ssl_context=transport.ssl_context, ssl_principal=transport.ssl_principal,
+                                 sasl_max_receive_size=self.config.get("sasl.server.max.receive.size"))
             await server.start()
             self.servers.append(server)
         for server in self.servers:
-            host, port = self.metadata.this_endpoints[server.listener_name]
+            host, port = self.metadata.this_endpoints.get(server.listener_name, ("", -1))
             if port == 0:
                 # An ephemeral listener port (tests): advertise the port actually bound.
                 self.metadata.this_endpoints[server.listener_name] = (host, server.bound_port)
@@ -208,10 +240,12 @@ class Broker:
             assert self.zk_store is not None
             self.zk_store.subscribe(self.dynamic_configs.on_store_event)
             await self.store.start()
+            self._acls_loaded()
             self.dynamic_configs.load()
         else:
             # Standalone: topics are loaded before the first client can ask for them.
             await self.store.start()
+            self._acls_loaded()
             self.dynamic_configs.load()
             self.metadata.brokers = {b.broker_id: b for b in self.store.live_brokers()}
             self.metadata.set_controller(self.store.controller_id, 0)
@@ -238,7 +272,8 @@ class Broker:
                 # Bounded: when the whole cluster stops at once there may be no controller
                 # left to answer, and stopping must not hang on it.
                 await asyncio.wait_for(controlled_shutdown(
-                    self.broker_id, self.store, self.metadata, self.controller), 8)
+                    self.broker_id, self.store, self.metadata, self.controller,
+                    security=self.inter_broker), 8)
             except Exception:
                 log.exception("controlled shutdown failed; stopping anyway")
             if self.controller is not None:
@@ -277,8 +312,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return ap.parse_args(argv)
 
 
-async def run(config: BrokerConfig) -> None:
-    broker = Broker(config)
+async def run(config: BrokerConfig, transports: dict[str, ListenerTransport] | None = None,
+              inter_broker: ClientSecurity | None = None) -> None:
+    broker = Broker(config, transports=transports, inter_broker=inter_broker)
     await broker.start()
     print(f"strom broker {broker.broker_id} listening on {broker.describe_listeners()} "
           f"(advertised {broker.advertised.host}:{broker.advertised.port}), "
@@ -306,11 +342,13 @@ def main(argv: list[str] | None = None) -> int:
         overrides[key.strip()] = value.strip()
     try:
         config = BrokerConfig.load(args.config, overrides)
+        transports = listener_transports(config)
+        inter_broker = inter_broker_security(config)
     except (ConfigError, OSError) as e:
         print(f"strom: {e}", file=sys.stderr)
         return 1
     retain_freed_memory()
-    asyncio.run(run(config))
+    asyncio.run(run(config, transports, inter_broker))
     return 0
 
 

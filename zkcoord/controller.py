@@ -22,6 +22,8 @@ from collections.abc import Set
 from dataclasses import dataclass
 from typing import Callable, Protocol, Union
 
+from clients.aio.security import PLAINTEXT, ClientSecurity
+
 from . import zk_paths as zp
 from .controller_channels import BrokerChannels
 from .store import TopicConfigChanged
@@ -56,6 +58,7 @@ class ControllerSettings:
     auto_leader_rebalance: bool         # auto.leader.rebalance.enable
     imbalance_check_interval_s: float   # leader.imbalance.check.interval.seconds
     imbalance_ratio: float              # leader.imbalance.per.broker.percentage / 100
+    security: ClientSecurity = PLAINTEXT  # how it connects to brokers (the inter-broker security)
 
 
 # Work the controller gives itself, queued with the store's events so all run in one order.
@@ -113,7 +116,7 @@ class Controller:
         self.states: dict[TopicPartition, PState] = {}
         self.assignments: dict[str, dict[int, list[int]]] = {}
         self.shutting_down: set[int] = set()
-        self.channels = BrokerChannels(f"controller-{self.broker_id}", settings.listener_name,
+        self.channels = BrokerChannels(f"controller-{self.broker_id}", settings.listener_name, settings.security,
                                        zk.broker_registrations, lambda b: b in self.live)
         self.events: asyncio.Queue[ControllerEvent] = asyncio.Queue()
         self._task: asyncio.Task | None = None

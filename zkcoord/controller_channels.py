@@ -10,6 +10,7 @@ from typing import Any, Callable, Mapping
 
 from clients.aio.errors import KafkaConnectionError
 from clients.aio.pool import ConnectionPool
+from clients.aio.security import ClientSecurity
 
 from .zk_paths import BrokerRegistration
 
@@ -59,10 +60,10 @@ class BrokerChannels:
     """`registrations()` gives the brokers' registered endpoints; `is_live(id)` tells whether
     a broker is still in the cluster (a request to one that left is dropped)."""
 
-    def __init__(self, client_id: str, listener_name: str,
+    def __init__(self, client_id: str, listener_name: str, security: ClientSecurity,
                  registrations: Callable[[], Mapping[int, BrokerRegistration]],
                  is_live: Callable[[int], bool]):
-        self.pool = ConnectionPool(client_id=client_id)
+        self.pool = ConnectionPool(client_id=client_id, security=security)
         self.listener_name = listener_name
         self.registrations = registrations
         self.is_live = is_live

@@ -17,6 +17,7 @@ from clients.aio.connection import BrokerConnection
 from clients.aio.errors import KafkaConnectionError
 from clients.aio.fetch_session import INITIAL_EPOCH, NO_SESSION, next_epoch
 from clients.aio.pool import ConnectionPool
+from clients.aio.security import PLAINTEXT, ClientSecurity
 from clients.protocol.errors import Code, KafkaError, for_code
 from zkcoord.store import BrokerInfo
 
@@ -242,14 +243,15 @@ class ReplicaFetcherManager:
     """Keeps one LeaderFetcher per leader broker for the partitions this broker follows."""
 
     def __init__(self, broker_id: int, settings: FetcherSettings, replicas: ReplicaManager,
-                 topic_stats: BrokerTopicStats, address_of: Callable[[int], BrokerInfo | None]):
+                 topic_stats: BrokerTopicStats, address_of: Callable[[int], BrokerInfo | None],
+                 security: ClientSecurity = PLAINTEXT):
         self.broker_id = broker_id
         self.config = {"wait_ms": settings.wait_ms, "max_bytes": settings.max_bytes,
                        "response_max_bytes": settings.response_max_bytes}
         self.replicas = replicas
         self.topic_stats = topic_stats
         self.address_of = address_of       # a live broker's advertised address, or None
-        self.pool = ConnectionPool(client_id=f"broker-{self.broker_id}-fetcher")
+        self.pool = ConnectionPool(client_id=f"broker-{self.broker_id}-fetcher", security=security)
         self.fetchers: dict[int, LeaderFetcher] = {}
         self._where: dict[tuple[str, int], int] = {}
 

@@ -19,6 +19,7 @@ from ..stats import BrokerTopicStats
 from ..replication.purgatory import FetchPurgatory
 from ..replication.replica_manager import ReplicaManager
 from ..security.authorizer import Authorizer
+from ..security.sasl import SaslServer
 from ..topic_admin import TopicAdmin
 from ..topic_configs import TopicConfigResolver
 from ..txn.coordinator import TransactionCoordinator
@@ -48,3 +49,4 @@ class ApiServices:
     txn: TransactionCoordinator
     txn_verifier: TxnVerifier
     authorizer: Authorizer          # AllowAll unless authorizer.class.name names Kafka's ACL authorizer
+    sasl: SaslServer                # the SASL mechanisms of each SASL listener

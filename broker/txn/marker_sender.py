@@ -16,6 +16,7 @@ from typing import Callable, Iterable
 
 from clients.aio.errors import KafkaConnectionError, KafkaTimeoutError
 from clients.aio.pool import ConnectionPool
+from clients.aio.security import PLAINTEXT, ClientSecurity
 from clients.protocol.errors import Code
 
 from ..metadata_cache import MetadataCache
@@ -36,9 +37,9 @@ _GIVE_UP = {Code.TRANSACTION_COORDINATOR_FENCED: "fenced by a newer coordinator"
 
 class TxnMarkerSender:
     def __init__(self, broker_id: int, metadata: MetadataCache,
-                 pool: ConnectionPool | None = None) -> None:
+                 pool: ConnectionPool | None = None, security: ClientSecurity = PLAINTEXT) -> None:
         self.metadata = metadata
-        self.pool = pool or ConnectionPool(client_id=f"broker-{broker_id}-txn-markers")
+        self.pool = pool or ConnectionPool(client_id=f"broker-{broker_id}-txn-markers", security=security)
 
     async def send(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
                    partitions: Iterable[TopicPartition], still_coordinator: Callable[[], bool]) -> bool:

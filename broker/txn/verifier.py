@@ -20,6 +20,7 @@ from typing import Awaitable, Callable, Iterable
 
 from clients.aio.errors import KafkaConnectionError, KafkaTimeoutError
 from clients.aio.pool import ConnectionPool
+from clients.aio.security import PLAINTEXT, ClientSecurity
 from clients.protocol.errors import Code
 
 from ..metadata_cache import MetadataCache
@@ -38,13 +39,13 @@ LocalAdd = Callable[[str, int, int, list[TopicPartition], int], Awaitable[int]]
 class TxnVerifier:
     def __init__(self, broker_id: int, metadata: MetadataCache, state: TransactionStateManager,
                  local_verify: LocalVerify, pool: ConnectionPool | None = None,
-                 local_add: LocalAdd | None = None) -> None:
+                 local_add: LocalAdd | None = None, security: ClientSecurity = PLAINTEXT) -> None:
         self.broker_id = broker_id
         self.metadata = metadata
         self.state = state
         self.local_verify = local_verify
         self.local_add = local_add
-        self.pool = pool or ConnectionPool(client_id=f"broker-{broker_id}-txn-verify")
+        self.pool = pool or ConnectionPool(client_id=f"broker-{broker_id}-txn-verify", security=security)
         # (topic, partition, producer id) -> the last deferred append of that producer there.
         self._tails: dict[tuple[str, int, int], asyncio.Future[None]] = {}
 

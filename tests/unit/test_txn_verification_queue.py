@@ -9,6 +9,7 @@ import asyncio
 import uuid
 from types import SimpleNamespace
 
+from broker.security.authorizer import AllowAll
 from broker.config import BrokerConfig
 from broker.log import LogConfig, LogManager
 from broker.metadata_cache import MetadataCache
@@ -55,6 +56,7 @@ def _leader(tmp_path) -> SimpleNamespace:
     for index in (0, 1):
         replicas.become_leader("t", uuid.uuid4(), index, [0], 1, LogConfig())
     return SimpleNamespace(replicas=replicas, metadata=MetadataCache(), topic_stats=BrokerTopicStats(),
+                           authorizer=AllowAll(),
                            config=BrokerConfig.from_dict({"log.dirs": str(tmp_path / "logs")}),
                            txn_verifier=ScriptedCoordinator())
 
