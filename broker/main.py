@@ -39,6 +39,7 @@ from .replication.purgatory import FetchPurgatory
 from .replication.replica_manager import ReplicaManager
 from .server import handlers  # noqa: F401  (registers every handler)
 from .server.dispatch import Dispatcher
+from .server.handlers.sasl import authenticate_token
 from .server.fetch_sessions import FetchSessionCache
 from .server.network import KafkaServer
 from .security.authorizer import AclAuthorizer, AllowAll, Authorizer
@@ -221,7 +222,8 @@ class Broker:
                                  eager_api_keys=EAGER_API_KEYS,
                                  security_protocol=self.config.security_protocol(name),
                                  ssl_context=transport.ssl_context, ssl_principal=transport.ssl_principal,
-                                 sasl_max_receive_size=self.config.get("sasl.server.max.receive.size"))
+                                 sasl_max_receive_size=self.config.get("sasl.server.max.receive.size"),
+                                 raw_sasl=authenticate_token)
             await server.start()
             self.servers.append(server)
         for server in self.servers:

@@ -185,6 +185,9 @@ class _FrameProtocol(WriteFlowControl, asyncio.BufferedProtocol):
     # -- requests
     def _dispatch(self, frame: memoryview) -> None:
         self.server.requests_in += 1
+        if self.conn.state.get("sasl_raw_tokens") and self.server.raw_sasl is not None:
+            self._raw_sasl_token(frame)
+            return
         if not self.conn.authenticated and (
                 len(frame) < 2 or (frame[0] << 8 | frame[1]) not in PRE_AUTH_API_KEYS):
             # Kafka's SaslServerAuthenticator: anything else before authentication is an
@@ -214,6 +217,18 @@ class _FrameProtocol(WriteFlowControl, asyncio.BufferedProtocol):
         else:
             self.lazy_unfinished += 1
             entry.task = self.loop.create_task(self._run(entry, frame, None))
+
+    def _raw_sasl_token(self, frame: memoryview) -> None:
+        """After SaslHandshake v0 the SASL tokens come as bare frames, and each answer is a
+        bare frame too (Kafka's pre-KIP-152 exchange); a failure closes the connection."""
+        entry = _Pending()
+        self.pending.append(entry)
+        try:
+            assert self.server.raw_sasl is not None
+            entry.response = Response([self.server.raw_sasl(self.conn, bytes(frame))])
+        except Exception as e:
+            entry.error = CloseConnection(f"SASL authentication failed: {e}")
+        self._finished(entry)
 
     async def _run(self, entry: _Pending, frame: memoryview | None,
                    waiting: Coroutine[Any, Any, Response | None] | None) -> None:
@@ -497,10 +512,12 @@ class KafkaServer:
                  eager_api_keys: frozenset[int] = frozenset(), security_protocol: str = "PLAINTEXT",
                  ssl_context: ssl.SSLContext | None = None,
                  ssl_principal: Callable[[bytes | None], str] | None = None,
-                 sasl_max_receive_size: int = 524288):
+                 sasl_max_receive_size: int = 524288,
+                 raw_sasl: Callable[["ConnectionInfo", bytes], bytes] | None = None):
         """`ssl_context`: serve TLS (SSL and SASL_SSL listeners); `ssl_principal`: the
         principal of a client certificate (SSL listeners: who the connection is);
-        `sasl_max_receive_size`: the largest frame before SASL authentication."""
+        `sasl_max_receive_size`: the largest frame before SASL authentication; `raw_sasl`:
+        steps a connection's SASL exchange with a bare token (after SaslHandshake v0)."""
         self.host = host
         self.port = port
         self.dispatch = dispatch
@@ -509,6 +526,7 @@ class KafkaServer:
         self.ssl_context = ssl_context
         self.ssl_principal = ssl_principal
         self.sasl_max_receive_size = sasl_max_receive_size
+        self.raw_sasl = raw_sasl
         self.max_request_size = max_request_size
         self.send_buffer = send_buffer
         self.receive_buffer = receive_buffer
