@@ -350,8 +350,11 @@ class AsyncConsumer:
     async def poll(self, timeout: float = 1.0, max_records: int | None = None) -> list[ConsumerRecord]:
         """Records fetched since the last poll (at most `max_records`, default
         max.poll.records), waiting up to `timeout` seconds for some. Runs rebalances,
-        auto-commits and pending commit callbacks."""
+        auto-commits and pending commit callbacks. Raises AuthenticationError when the
+        last attempt to connect to a broker was refused (a changed password), as Kafka's
+        consumer does."""
         await self.start()
+        self._client.raise_authentication_error()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         max_records = max_records or self._max_poll_records

@@ -292,7 +292,9 @@ class AsyncProducer(ProducerTransactions):
         """Buffer one record; returns the future of its RecordMetadata (see the module
         docstring). Raises at once: MessageTooLargeError (record above max.request.size or
         buffer.memory), KafkaTimeoutError (no metadata / no buffer space within
-        max.block.ms), TypeError/serializer errors, ProducerClosedError."""
+        max.block.ms), TypeError/serializer errors, ProducerClosedError, AuthenticationError
+        (the last attempt to connect to a broker was refused)."""
+        self._client.raise_authentication_error()
         fut: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
         await self._send(fut, topic, value, key, partition, timestamp_ms, headers, on_delivery)
         return fut

@@ -38,6 +38,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
 from clients import AdminClient, Producer
+from clients.config import KEYS
 from clients.protocol.errors import BY_NAME
 from clients.types import PreparedTransaction
 
@@ -92,7 +93,9 @@ def transactional_id(prefix: str, ids: TaskIds) -> str:
 
 
 def _admin(opts: SinkOptions) -> AdminClient:
-    return AdminClient({"bootstrap.servers": opts.bootstrap, "client.id": "strom-spark-sink"})
+    # The common kafka.* options (security among them) reach the admin client too.
+    common = {k: v for k, v in opts.client_config.items() if k in KEYS["common"]}
+    return AdminClient({**common, "bootstrap.servers": opts.bootstrap, "client.id": "strom-spark-sink"})
 
 
 def committed_before(admin: AdminClient, tid: str) -> bool:
