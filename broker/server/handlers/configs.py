@@ -12,6 +12,7 @@ lists the dynamic defaults only, as Kafka does.
 """
 from __future__ import annotations
 
+from clients.protocol.acl import AclOperation, ResourceType
 from clients.protocol.errors import Code, KafkaError, for_code
 
 from typing import Protocol
@@ -20,7 +21,9 @@ from zkcoord.store import MetadataStore, TopicMetadata
 
 from ...config import BROKER_CONFIG, CONFIG_SOURCE_IDS, TOPIC_CONFIG, BrokerConfig, ConfigEntry, ConfigError
 from ...dynamic_configs import DynamicBrokerConfigs
+from ...security.authorizer import Authorizer
 from ...topic_admin import TopicAdmin
+from ..authz import authorized, cluster_authorized
 from ..dispatch import RequestContext, handles
 
 
@@ -30,12 +33,26 @@ class ConfigServices(Protocol):
     store: MetadataStore
     topic_admin: TopicAdmin
     dynamic_configs: DynamicBrokerConfigs
+    authorizer: Authorizer
 
 TOPIC = 2
 BROKER = 4
 BROKER_LOGGER = 8
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def _refusal(services: ConfigServices, ctx: RequestContext, operation: AclOperation, res) -> KafkaError | None:
+    """Kafka's check of a config resource: `operation` (DescribeConfigs or AlterConfigs) on
+    the cluster for a broker or broker logger, on the topic for a topic; other types are
+    left to the handler's own answer."""
+    if res.resource_type in (BROKER, BROKER_LOGGER):
+        if not cluster_authorized(services, ctx, operation):
+            return _error(Code.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
+    elif res.resource_type == TOPIC:
+        if not authorized(services, ctx, operation, ResourceType.TOPIC, res.resource_name):
+            return _error(Code.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
+    return None
 
 
 def _entry(e: ConfigEntry, version: int, include_synonyms: bool, include_docs: bool) -> dict:
@@ -70,6 +87,9 @@ def describe_configs(services: ConfigServices, request, ctx: RequestContext) -> 
                "resource_name": res.resource_name, "configs": []}
         keys = set(res.configuration_keys) if res.configuration_keys is not None else None
         try:
+            refusal = _refusal(services, ctx, AclOperation.DESCRIBE_CONFIGS, res)
+            if refusal is not None:
+                raise refusal
             if res.resource_type == TOPIC:
                 meta = services.store.topic(res.resource_name)
                 if meta is None:
@@ -135,13 +155,17 @@ async def _alter_broker(services: ConfigServices, res, new_configs, validate_onl
     services.dynamic_configs.load()
 
 
-async def _alter_each(services: ConfigServices, request, new_configs) -> dict:
-    """Apply `new_configs(resource, current) -> dict` to each resource; one result each."""
+async def _alter_each(services: ConfigServices, request, ctx: RequestContext, new_configs) -> dict:
+    """Apply `new_configs(resource, current) -> dict` to each resource the principal may
+    AlterConfigs; one result each."""
     out = []
     for res in request.resources:
         entry = {"error_code": 0, "error_message": None, "resource_type": res.resource_type,
                  "resource_name": res.resource_name}
         try:
+            refusal = _refusal(services, ctx, AclOperation.ALTER_CONFIGS, res)
+            if refusal is not None:
+                raise refusal
             if res.resource_type == BROKER:
                 await _alter_broker(services, res, lambda cur: new_configs(res, cur, BROKER_CONFIG),
                                     request.validate_only)
@@ -159,7 +183,7 @@ async def _alter_each(services: ConfigServices, request, new_configs) -> dict:
 async def alter_configs(services: ConfigServices, request, ctx: RequestContext) -> dict:
     # AlterConfigs replaces the whole set of overrides.
     # Entries without a value are dropped, as Kafka's ZkAdminManager.alterConfigs does.
-    return await _alter_each(services, request, lambda res, current, table: {
+    return await _alter_each(services, request, ctx, lambda res, current, table: {
         c.name: c.value for c in res.configs if c.value is not None})
 
 
@@ -193,4 +217,4 @@ def _apply_ops(current: dict[str, str], ops, table) -> dict[str, str]:
 @handles("IncrementalAlterConfigs", (0, 1))
 async def incremental_alter_configs(services: ConfigServices, request, ctx: RequestContext) -> dict:
     return await _alter_each(
-        services, request, lambda res, current, table: _apply_ops(current, res.configs, table))
+        services, request, ctx, lambda res, current, table: _apply_ops(current, res.configs, table))

@@ -1,14 +1,17 @@
-"""Requests from the controller: LeaderAndIsr, UpdateMetadata, StopReplica.
+"""Requests from the controller: LeaderAndIsr, UpdateMetadata, StopReplica (and
+ControlledShutdown, from a broker to the controller).
 
-Each carries the controller's epoch; a request from an older epoch than the newest this
-broker has seen is refused with STALE_CONTROLLER_EPOCH, so a deposed controller cannot
-change leadership (invariant 4).
+Each needs ClusterAction on the cluster (brokers have it; anyone else is answered
+CLUSTER_AUTHORIZATION_FAILED before anything changes). Each carries the controller's epoch;
+a request from an older epoch than the newest this broker has seen is refused with
+STALE_CONTROLLER_EPOCH, so a deposed controller cannot change leadership (invariant 4).
 """
 from __future__ import annotations
 
 import uuid
 from typing import Protocol
 
+from clients.protocol.acl import AclOperation
 from clients.protocol.errors import Code
 from zkcoord.controller import Controller
 from zkcoord.store import BrokerInfo, MetadataStore
@@ -18,9 +21,11 @@ from ...group.offsets import OFFSETS_TOPIC
 from ...metadata_cache import MetadataCache, PartitionInfo
 from ...replication.purgatory import FetchPurgatory
 from ...replication.replica_manager import ReplicaManager
+from ...security.authorizer import Authorizer
 from ...topic_configs import TopicConfigResolver
 from ...txn.coordinator import TransactionCoordinator
 from ...txn.state_manager import TXN_TOPIC
+from ..authz import cluster_authorized, require_cluster
 from ..dispatch import RequestContext, handles
 
 
@@ -35,6 +40,11 @@ class ControllerRequestServices(Protocol):
     groups: GroupCoordinator
     txn: TransactionCoordinator
     controller: Controller | None
+    authorizer: Authorizer
+
+
+def _from_a_broker(services: ControllerRequestServices, ctx: RequestContext) -> bool:
+    return cluster_authorized(services, ctx, AclOperation.CLUSTER_ACTION)
 
 
 def _stale(services: ControllerRequestServices, controller_epoch: int) -> bool:
@@ -59,6 +69,9 @@ def leader_and_isr(services: ControllerRequestServices, request, ctx: RequestCon
                   for t in request.topic_states for s in t.partition_states]
     else:
         states = [(s.topic_name, None, s) for s in request.ungrouped_partition_states]
+    if not _from_a_broker(services, ctx):
+        errors = [(name, tid, s.partition_index, Code.CLUSTER_AUTHORIZATION_FAILED) for name, tid, s in states]
+        return _leader_and_isr_response(v, Code.CLUSTER_AUTHORIZATION_FAILED, errors)
     if _stale(services, request.controller_epoch):
         errors = [(name, tid, s.partition_index, Code.STALE_CONTROLLER_EPOCH) for name, tid, s in states]
         return _leader_and_isr_response(v, Code.STALE_CONTROLLER_EPOCH, errors)
@@ -100,6 +113,8 @@ def _leader_and_isr_response(v: int, code: int, errors: list) -> dict:
 @handles("UpdateMetadata", (0, 8))
 def update_metadata(services: ControllerRequestServices, request, ctx: RequestContext) -> dict:
     v = ctx.version
+    if not _from_a_broker(services, ctx):
+        return {"error_code": Code.CLUSTER_AUTHORIZATION_FAILED}
     if _stale(services, request.controller_epoch):
         return {"error_code": Code.STALE_CONTROLLER_EPOCH}
     cache = services.metadata
@@ -143,6 +158,10 @@ def stop_replica(services: ControllerRequestServices, request, ctx: RequestConte
     else:
         targets = [(t.topic_name, t.partition_index, request.delete_partitions)
                    for t in request.ungrouped_partitions]
+    if not _from_a_broker(services, ctx):
+        return {"error_code": Code.CLUSTER_AUTHORIZATION_FAILED, "partition_errors": [
+            {"topic_name": name, "partition_index": index, "error_code": Code.CLUSTER_AUTHORIZATION_FAILED}
+            for name, index, _ in targets]}
     if _stale(services, request.controller_epoch):
         return {"error_code": Code.STALE_CONTROLLER_EPOCH, "partition_errors": []}
     errors = []
@@ -158,6 +177,7 @@ def stop_replica(services: ControllerRequestServices, request, ctx: RequestConte
 
 @handles("ControlledShutdown", (0, 3))
 async def controlled_shutdown(services: ControllerRequestServices, request, ctx: RequestContext) -> dict:
+    require_cluster(services, ctx, AclOperation.CLUSTER_ACTION)
     controller = services.controller
     remaining = await controller.controlled_shutdown(request.broker_id) if controller is not None else None
     if remaining is None:

@@ -10,6 +10,7 @@ silently sends `-z lz4` batches uncompressed.
 """
 from __future__ import annotations
 
+from clients.protocol.acl import AclOperation, ResourceType
 from clients.protocol.errors import Code
 from clients.protocol.messages.group import COORDINATOR_GROUP, COORDINATOR_TRANSACTION
 
@@ -18,8 +19,10 @@ from typing import Protocol
 from ...group.coordinator import GroupCoordinator
 from ...group.offsets import OFFSETS_TOPIC
 from ...metadata_cache import MetadataCache
+from ...security.authorizer import Authorizer
 from ...txn.coordinator import TransactionCoordinator
 from ...txn.state_manager import TXN_TOPIC
+from ..authz import authorized
 from ..dispatch import RequestContext, handles
 
 
@@ -28,13 +31,23 @@ class CoordinatorLookupServices(Protocol):
     metadata: MetadataCache
     groups: GroupCoordinator
     txn: TransactionCoordinator
+    authorizer: Authorizer
 
 
-async def _lookup(services: CoordinatorLookupServices, key: str, key_type: int) -> dict:
+async def _lookup(services: CoordinatorLookupServices, key: str, key_type: int, ctx: RequestContext) -> dict:
+    """The coordinator of `key`, at its address on the listener the request came in on; the
+    principal must be allowed to Describe the group or transactional id."""
     none = {"node_id": -1, "host": "", "port": -1}
     if key_type not in (COORDINATOR_GROUP, COORDINATOR_TRANSACTION):
         return {**none, "error_code": Code.INVALID_REQUEST,
                 "error_message": f"Unknown coordinator key type {key_type}."}
+    if key_type == COORDINATOR_GROUP:
+        if not authorized(services, ctx, AclOperation.DESCRIBE, ResourceType.GROUP, key):
+            return {**none, "error_code": Code.GROUP_AUTHORIZATION_FAILED,
+                    "error_message": "Group authorization failed."}
+    elif not authorized(services, ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+        return {**none, "error_code": Code.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                "error_message": "Transactional Id authorization failed."}
     if not key:
         what = "group id" if key_type == COORDINATOR_GROUP else "transactional id"
         return {**none, "error_code": Code.INVALID_REQUEST, "error_message": f"Empty {what}."}
@@ -53,7 +66,8 @@ async def _lookup(services: CoordinatorLookupServices, key: str, key_type: int) 
     if services.cluster_mode:
         await services.metadata.wait_for_leaders(topic, partitions, 5.0)
     info = services.metadata.partition(topic, partition)
-    node = services.metadata.broker(info.leader) if info is not None and info.leader >= 0 else None
+    node = (services.metadata.broker(info.leader, ctx.conn.listener)
+            if info is not None and info.leader >= 0 else None)
     if node is None:
         return {**none, "error_code": Code.COORDINATOR_NOT_AVAILABLE,
                 "error_message": "The coordinator is not available."}
@@ -67,5 +81,5 @@ async def find_coordinator(services: CoordinatorLookupServices, request, ctx: Re
     if ctx.version >= 4:
         # KIP-699: one answer per key, no top-level error.
         return {"throttle_time_ms": 0, "coordinators": [
-            {"key": key, **await _lookup(services, key, key_type)} for key in request.coordinator_keys]}
-    return {"throttle_time_ms": 0, **await _lookup(services, request.key, key_type)}
+            {"key": key, **await _lookup(services, key, key_type, ctx)} for key in request.coordinator_keys]}
+    return {"throttle_time_ms": 0, **await _lookup(services, request.key, key_type, ctx)}

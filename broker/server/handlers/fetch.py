@@ -12,14 +12,17 @@ the topic's bytes-out (replication-bytes-out for a follower) or counts a failed 
 from __future__ import annotations
 
 import time
-from typing import Any, Coroutine, Protocol
+from typing import Any, Container, Coroutine, Protocol
 
+from clients.protocol.acl import AclOperation, ResourceType
 from clients.protocol.errors import Code, KafkaError
 
+from ...security.authorizer import Authorizer
 from ...stats import BrokerTopicStats
 from ...replication.purgatory import FetchPurgatory
 from ...replication.partition import Partition
 from ...replication.replica_manager import READ_COMMITTED, ReplicaManager
+from ..authz import authorized_names, cluster_authorized
 from ..dispatch import RequestContext, handles
 from ..fetch_sessions import SessionContext, FetchSessionCache, open_context
 
@@ -29,6 +32,15 @@ class FetchServices(Protocol):
     purgatory: FetchPurgatory
     fetch_sessions: FetchSessionCache
     topic_stats: BrokerTopicStats
+    authorizer: Authorizer
+
+
+class _Everything:
+    """Contains every topic name, and None: a replica fetch from a principal without
+    ClusterAction is refused on every partition."""
+
+    def __contains__(self, name: object) -> bool:
+        return True
 
 
 def check_leader_epoch(partition, requested: int) -> int:
@@ -63,10 +75,13 @@ def _forgotten(request, version: int) -> list[tuple[Any, list[int]]]:
 class _FetchPlan:
     """The resolved partitions of one fetch request, read again after each wake-up."""
 
-    def __init__(self, replicas: ReplicaManager, request, version: int, topics: list[tuple[Any, Any, list]]):
+    def __init__(self, replicas: ReplicaManager, request, version: int, topics: list[tuple[Any, Any, list]],
+                 denied: Container[Any] = ()):
         """`topics`: (name or None, topic id, partitions) from the request or a session;
         a partition has `partition`, `fetch_offset`, `partition_max_bytes` and
-        `current_leader_epoch` either way."""
+        `current_leader_epoch` either way. A topic in `denied` is answered
+        TOPIC_AUTHORIZATION_FAILED on each of its partitions and never read, whether it
+        exists or not (its existence is not told)."""
         self.replicas = replicas
         self.version = version
         self.replica_id = replica_id_of(request, version)
@@ -81,6 +96,10 @@ class _FetchPlan:
                 key = {"topic": name}
                 missing = Code.UNKNOWN_TOPIC_OR_PARTITION
             parts: list[tuple[Any, Partition | int]] = []   # a partition, or its error code
+            if name in denied:
+                parts.extend((rp, Code.TOPIC_AUTHORIZATION_FAILED) for rp in partitions)
+                self.topics.append((key, parts))
+                continue
             for rp in partitions:
                 p = replicas.maybe_get(name, rp.partition) if name else None
                 if p is None:
@@ -187,13 +206,28 @@ def fetch(services: FetchServices, request, ctx: RequestContext
                     "responses": []}
         if session_ctx.session is not None:
             topics = session_ctx.session.topics(replicas.topic_name_for_id if v >= 13 else None)
-    plan = _FetchPlan(replicas, request, v, topics)
+    # Asked on every request, a session's partitions included: an ACL removed while a
+    # consumer long-polls in a session stops its reads at its next request.
+    denied: Container[Any] = _denied(services, request, ctx, topics) if services.authorizer.enabled else ()
+    plan = _FetchPlan(replicas, request, v, topics, denied)
     plan.record_follower_positions()
     deadline = time.monotonic() + max(0, request.max_wait_ms) / 1000.0
     responses, total, any_error = plan.read()
     if _must_wait(request, plan, total, any_error, deadline):
         return _after_waiting(services, request, ctx, plan, session_ctx, deadline)
     return _answer(services, plan, responses, session_ctx)
+
+
+def _denied(services: FetchServices, request, ctx: RequestContext, topics: list[tuple[Any, Any, list]]
+            ) -> Container[Any]:
+    """The topics this fetch may not read. A follower's fetch (replica id >= 0) needs
+    ClusterAction on the cluster, or reads nothing at all (CVE-2018-1288: anyone could
+    otherwise read every partition, and move the high watermark as a fake follower); a
+    consumer's needs Read on each topic."""
+    if replica_id_of(request, ctx.version) >= 0:
+        return () if cluster_authorized(services, ctx, AclOperation.CLUSTER_ACTION) else _Everything()
+    names = {name for name, _, _ in topics if name is not None}
+    return names - authorized_names(services, ctx, AclOperation.READ, ResourceType.TOPIC, names)
 
 
 def _must_wait(request, plan: _FetchPlan, total: int, any_error: bool, deadline: float) -> bool:

@@ -1,15 +1,25 @@
 """The classic group protocol: JoinGroup, SyncGroup, Heartbeat, LeaveGroup, and the group
-admin APIs DescribeGroups, ListGroups, DeleteGroups. The logic is in broker/group."""
+admin APIs DescribeGroups, ListGroups, DeleteGroups. The logic is in broker/group.
+
+A member needs Read on its group; describing a group needs Describe on it, deleting one
+Delete; ListGroups lists every group to a principal with Describe on the cluster, else only
+the groups it may Describe (Kafka's KafkaApis)."""
 from __future__ import annotations
 
 from typing import Protocol
 
+from clients.protocol.acl import AclOperation, ResourceType
+from clients.protocol.errors import Code
+
 from ...group.coordinator import GroupCoordinator
+from ...security.authorizer import Authorizer
+from ..authz import authorized, authorized_operations, cluster_authorized
 from ..dispatch import RequestContext, handles
 
 
 class GroupServices(Protocol):
     groups: GroupCoordinator
+    authorizer: Authorizer
 
 
 def _client_host(ctx) -> str:
@@ -17,20 +27,35 @@ def _client_host(ctx) -> str:
     return f"/{peer[0]}" if isinstance(peer, tuple) and peer else ""
 
 
+def _may_read(services: GroupServices, ctx: RequestContext, group_id: str) -> bool:
+    return authorized(services, ctx, AclOperation.READ, ResourceType.GROUP, group_id)
+
+
 @handles("JoinGroup", (0, 9))
 async def join_group(services: GroupServices, request, ctx: RequestContext) -> dict:
     v = ctx.version
+    if not _may_read(services, ctx, request.group_id):
+        # Kafka answers with the unknown member id, whatever the request named, and no
+        # protocol (null from v7, where it may be; "" before).
+        return {"throttle_time_ms": 0, "error_code": Code.GROUP_AUTHORIZATION_FAILED, "generation_id": -1,
+                "protocol_type": None, "protocol_name": None if v >= 7 else "", "leader": "",
+                "member_id": "", "skip_assignment": False, "members": []}
     resp = await services.groups.join(
         request.group_id, request.member_id, request.group_instance_id if v >= 5 else None,
         request.protocol_type, [(p.name, p.metadata) for p in request.protocols],
         request.session_timeout_ms, request.rebalance_timeout_ms if v >= 1 else -1,
         ctx.header.client_id or "", _client_host(ctx), v)
+    if v < 7 and resp.get("protocol_name") is None:
+        resp = {**resp, "protocol_name": ""}    # nullable from v7 only
     return {"throttle_time_ms": 0, **resp}
 
 
 @handles("SyncGroup", (0, 5))
 async def sync_group(services: GroupServices, request, ctx: RequestContext) -> dict:
     v = ctx.version
+    if not _may_read(services, ctx, request.group_id):
+        return {"throttle_time_ms": 0, "error_code": Code.GROUP_AUTHORIZATION_FAILED,
+                "protocol_type": None, "protocol_name": None, "assignment": b""}
     resp = await services.groups.sync(
         request.group_id, request.generation_id, request.member_id,
         request.group_instance_id if v >= 3 else None,
@@ -41,6 +66,8 @@ async def sync_group(services: GroupServices, request, ctx: RequestContext) -> d
 
 @handles("Heartbeat", (0, 4))
 def heartbeat(services: GroupServices, request, ctx: RequestContext) -> dict:
+    if not _may_read(services, ctx, request.group_id):
+        return {"throttle_time_ms": 0, "error_code": Code.GROUP_AUTHORIZATION_FAILED}
     code = services.groups.heartbeat(request.group_id, request.generation_id, request.member_id,
                                               request.group_instance_id if ctx.version >= 3 else None)
     return {"throttle_time_ms": 0, "error_code": code}
@@ -48,6 +75,8 @@ def heartbeat(services: GroupServices, request, ctx: RequestContext) -> dict:
 
 @handles("LeaveGroup", (0, 5))
 def leave_group(services: GroupServices, request, ctx: RequestContext) -> dict:
+    if not _may_read(services, ctx, request.group_id):
+        return {"throttle_time_ms": 0, "error_code": Code.GROUP_AUTHORIZATION_FAILED, "members": []}
     leaving: list[tuple[str, str | None]]
     if ctx.version < 3:
         leaving = [(request.member_id, None)]
@@ -63,20 +92,37 @@ def leave_group(services: GroupServices, request, ctx: RequestContext) -> dict:
 
 @handles("DescribeGroups", (0, 5))
 def describe_groups(services: GroupServices, request, ctx: RequestContext) -> dict:
-    return {"throttle_time_ms": 0,
-            "groups": [services.groups.describe(g) for g in request.groups]}
+    with_ops = ctx.version >= 3 and request.include_authorized_operations
+    out = []
+    for g in request.groups:
+        if not authorized(services, ctx, AclOperation.DESCRIBE, ResourceType.GROUP, g):
+            out.append({"error_code": Code.GROUP_AUTHORIZATION_FAILED, "group_id": g, "group_state": "",
+                        "protocol_type": "", "protocol_data": "", "members": []})
+            continue
+        described = services.groups.describe(g)
+        if with_ops and described["error_code"] == 0:
+            described["authorized_operations"] = authorized_operations(services, ctx, ResourceType.GROUP, g)
+        out.append(described)
+    return {"throttle_time_ms": 0, "groups": out}
 
 
 @handles("ListGroups", (0, 4))
 def list_groups(services: GroupServices, request, ctx: RequestContext) -> dict:
     states = set(request.states_filter) if ctx.version >= 4 else set()
-    return {"throttle_time_ms": 0, "error_code": 0,
-            "groups": services.groups.list_groups(states)}
+    groups = services.groups.list_groups(states)
+    if services.authorizer.enabled and not cluster_authorized(services, ctx, AclOperation.DESCRIBE):
+        groups = [g for g in groups
+                  if authorized(services, ctx, AclOperation.DESCRIBE, ResourceType.GROUP, g["group_id"])]
+    return {"throttle_time_ms": 0, "error_code": 0, "groups": groups}
 
 
 @handles("DeleteGroups", (0, 2))
 async def delete_groups(services: GroupServices, request, ctx: RequestContext) -> dict:
     results = []
     for g in request.groups_names:
-        results.append({"group_id": g, "error_code": await services.groups.delete_group(g)})
+        if authorized(services, ctx, AclOperation.DELETE, ResourceType.GROUP, g):
+            code = await services.groups.delete_group(g)
+        else:
+            code = Code.GROUP_AUTHORIZATION_FAILED
+        results.append({"group_id": g, "error_code": code})
     return {"throttle_time_ms": 0, "results": results}

@@ -5,12 +5,15 @@ import uuid
 
 from typing import Protocol
 
+from clients.protocol.acl import CLUSTER_NAME, AclOperation, ResourceType
 from clients.protocol.errors import Code, KafkaError
-from zkcoord.store import MetadataStore
+from zkcoord.store import MetadataStore, TopicMetadata
 
 from ...config import BrokerConfig
 from ...metadata_cache import MetadataCache
+from ...security.authorizer import Authorizer
 from ...topic_admin import TopicAdmin
+from ..authz import authorized, authorized_names, authorized_operations, cluster_authorized
 from ..dispatch import RequestContext, handles
 
 
@@ -20,14 +23,17 @@ class MetadataServices(Protocol):
     store: MetadataStore
     metadata: MetadataCache
     topic_admin: TopicAdmin
+    authorizer: Authorizer
 
 NO_OPERATIONS = -2147483648   # Kafka's "authorized operations not requested"
 CONTROLLER_WAIT_S = 5.0       # at most this long for the first UpdateMetadata
+ZERO_UUID = uuid.UUID(int=0)
 
 
-def _brokers(services: MetadataServices) -> list[dict]:
+def _brokers(services: MetadataServices, ctx: RequestContext) -> list[dict]:
+    """The live brokers at their addresses on the listener the request came in on."""
     return [{"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
-            for b in services.metadata.alive_brokers()]
+            for b in services.metadata.alive_brokers(ctx.conn.listener)]
 
 
 def _partition_entries(services: MetadataServices, meta) -> list[dict]:
@@ -63,50 +69,100 @@ async def _first_metadata(services: MetadataServices) -> None:
 
 @handles("Metadata", (0, 12))
 async def metadata(services: MetadataServices, request, ctx: RequestContext) -> dict:
+    """Topics the principal may Describe (Kafka's handleTopicMetadataRequest): a request for
+    every topic lists only those; a named one it may not describe is answered
+    TOPIC_AUTHORIZATION_FAILED without saying whether it exists; auto-creation also needs
+    Create on the cluster or on the topic."""
     v = ctx.version
     await _first_metadata(services)
-    coordinator = services.store
-    topics = []
+    store = services.store
+    # (entry, whether the principal may describe its topic: then its operations are told)
+    listed: list[tuple[dict, bool]]
     # v0: an empty list means all topics; v1+: null means all, empty means none.
     if request.topics is None or (v == 0 and not request.topics):
-        for name in sorted(coordinator.topics()):
-            topics.append(_topic_entry(services, coordinator.topics()[name]))
+        catalog = store.topics()
+        names = sorted(catalog)
+        describable = authorized_names(services, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+        listed = [(_topic_entry(services, catalog[name]), True) for name in names if name in describable]
     else:
-        allow_create = (request.allow_auto_topic_creation if v >= 4 else True) and \
-            services.config.get("auto.create.topics.enable")
-        for t in request.topics:
-            name = t.name
-            meta = None
-            if name is None and t.get("topic_id") and t.topic_id.int:
-                meta = coordinator.topic_by_id(t.topic_id)
-                if meta is None:
-                    topics.append({"error_code": Code.UNKNOWN_TOPIC_ID, "name": None,
-                                   "topic_id": t.topic_id, "partitions": []})
-                    continue
-            else:
-                meta = coordinator.topic(name)
-            if meta is None and allow_create:
-                try:
-                    meta = await services.topic_admin.create(name)
-                except KafkaError as e:
-                    if e.code != Code.TOPIC_ALREADY_EXISTS:
-                        topics.append({"error_code": e.code, "name": name,
-                                       "topic_id": uuid.UUID(int=0), "partitions": []})
-                        continue
-                    meta = coordinator.topic(name)
-            if meta is None:
-                topics.append({"error_code": Code.UNKNOWN_TOPIC_OR_PARTITION, "name": name,
-                               "topic_id": uuid.UUID(int=0), "partitions": []})
-                continue
-            topics.append(_topic_entry(services, meta))
+        listed = await _named_topics(services, request, ctx)
+    if v >= 8 and request.include_topic_authorized_operations:
+        for entry, told in listed:
+            if told:
+                entry["topic_authorized_operations"] = authorized_operations(
+                    services, ctx, ResourceType.TOPIC, entry["name"])
+    cluster_ops = NO_OPERATIONS
+    if 8 <= v <= 10 and request.include_cluster_authorized_operations:
+        cluster_ops = _cluster_operations(services, ctx)
     return {
         "throttle_time_ms": 0,
-        "brokers": _brokers(services),
-        "cluster_id": coordinator.cluster_id,
+        "brokers": _brokers(services, ctx),
+        "cluster_id": store.cluster_id,
         "controller_id": services.metadata.controller_id,
-        "topics": topics,
-        "cluster_authorized_operations": NO_OPERATIONS,
+        "topics": [entry for entry, _ in listed],
+        "cluster_authorized_operations": cluster_ops,
     }
+
+
+async def _named_topics(services: MetadataServices, request, ctx: RequestContext) -> list[tuple[dict, bool]]:
+    """The entries of the topics a request names (by name, or by id from v12), in its
+    order, each with whether the principal may describe that topic."""
+    store = services.store
+    v = ctx.version
+    allow_create = (request.allow_auto_topic_creation if v >= 4 else True) and \
+        services.config.get("auto.create.topics.enable")
+    wanted: list[tuple[str | None, TopicMetadata | None, bool]] = []   # (name, topic, asked by id)
+    listed: list[tuple[dict, bool]] = []
+    for t in request.topics:
+        if t.name is None and t.get("topic_id") and t.topic_id.int:
+            meta = store.topic_by_id(t.topic_id)
+            if meta is None:
+                listed.append((_error_entry(Code.UNKNOWN_TOPIC_ID, None, t.topic_id), False))
+                continue
+            wanted.append((meta.name, meta, True))
+        else:
+            wanted.append((t.name, store.topic(t.name) if t.name is not None else None, False))
+    describable = authorized_names(services, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                   (name for name, _, _ in wanted))
+    may_create_any: bool | None = None      # Create on the cluster, asked once if needed
+    for name, meta, by_id in wanted:
+        if name is not None and name not in describable:
+            # Asked by id, the id is told back (ids are not secret), never the name.
+            listed.append((_error_entry(Code.TOPIC_AUTHORIZATION_FAILED, None if by_id else name,
+                                        meta.topic_id if by_id and meta else ZERO_UUID), False))
+            continue
+        if meta is None and allow_create and name is not None:
+            if may_create_any is None:
+                may_create_any = cluster_authorized(services, ctx, AclOperation.CREATE)
+            if not may_create_any and not authorized(services, ctx, AclOperation.CREATE,
+                                                     ResourceType.TOPIC, name):
+                listed.append((_error_entry(Code.TOPIC_AUTHORIZATION_FAILED, name), False))
+                continue
+            try:
+                meta = await services.topic_admin.create(name)
+            except KafkaError as e:
+                if e.code != Code.TOPIC_ALREADY_EXISTS:
+                    listed.append((_error_entry(e.code, name), True))
+                    continue
+                meta = store.topic(name)
+        if meta is None:
+            listed.append((_error_entry(Code.UNKNOWN_TOPIC_OR_PARTITION, name), name is not None))
+            continue
+        listed.append((_topic_entry(services, meta), True))
+    return listed
+
+
+def _error_entry(code: int, name: str | None, topic_id: uuid.UUID = ZERO_UUID) -> dict:
+    return {"error_code": code, "name": name, "topic_id": topic_id, "partitions": [],
+            "topic_authorized_operations": NO_OPERATIONS}
+
+
+def _cluster_operations(services: MetadataServices, ctx: RequestContext) -> int:
+    """What Kafka answers when a client asks for the cluster's authorized operations: none
+    (0) without Describe on the cluster."""
+    if not cluster_authorized(services, ctx, AclOperation.DESCRIBE):
+        return 0
+    return authorized_operations(services, ctx, ResourceType.CLUSTER, CLUSTER_NAME)
 
 
 @handles("DescribeCluster", (0, 1))
@@ -122,6 +178,8 @@ async def describe_cluster(services: MetadataServices, request, ctx: RequestCont
         "cluster_id": services.store.cluster_id,
         "controller_id": services.metadata.controller_id,
         "brokers": [{"broker_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
-                    for b in services.metadata.alive_brokers()],
-        "cluster_authorized_operations": NO_OPERATIONS,
+                    for b in services.metadata.alive_brokers(ctx.conn.listener)],
+        "cluster_authorized_operations": (_cluster_operations(services, ctx)
+                                          if request.include_cluster_authorized_operations
+                                          else NO_OPERATIONS),
     }

@@ -1,17 +1,30 @@
-"""ListOffsets, OffsetForLeaderEpoch, DeleteRecords: offset lookups and the log start."""
+"""ListOffsets, OffsetForLeaderEpoch, DeleteRecords: offset lookups and the log start.
+
+Looking offsets up needs Describe on the topic (OffsetForLeaderEpoch: or ClusterAction on
+the cluster, which followers have), deleting records Delete on it; a refused topic's
+partitions are answered TOPIC_AUTHORIZATION_FAILED, as Kafka does."""
 from __future__ import annotations
 
+from clients.protocol.acl import AclOperation, ResourceType
 from clients.protocol.errors import Code, KafkaError
 
 from typing import Protocol
 
 from ...replication.replica_manager import ReplicaManager
+from ...security.authorizer import Authorizer
+from ..authz import authorized_names, cluster_authorized
 from ..dispatch import RequestContext, handles
 from .fetch import check_leader_epoch
 
 
 class OffsetServices(Protocol):
     replicas: ReplicaManager
+    authorizer: Authorizer
+
+
+def _refused(services: OffsetServices, ctx: RequestContext, operation: AclOperation, names: set[str]) -> set[str]:
+    """The topics of `names` the principal may not do `operation` on."""
+    return names - authorized_names(services, ctx, operation, ResourceType.TOPIC, names)
 
 LATEST = -1
 EARLIEST = -2
@@ -54,12 +67,17 @@ def _lookup(p, timestamp: int, isolation: int, replica_id: int = -1) -> tuple[in
 def list_offsets(services: OffsetServices, request, ctx: RequestContext) -> dict:
     v = ctx.version
     isolation = request.isolation_level if v >= 2 else 0
+    refused = _refused(services, ctx, AclOperation.DESCRIBE, {t.name for t in request.topics})
     topics = []
     for t in request.topics:
         parts = []
         for rp in t.partitions:
             entry = {"partition_index": rp.partition_index, "error_code": 0,
                      "old_style_offsets": [], "timestamp": -1, "offset": -1, "leader_epoch": -1}
+            if t.name in refused:
+                entry["error_code"] = Code.TOPIC_AUTHORIZATION_FAILED
+                parts.append(entry)
+                continue
             p, code = _leader_partition(services, t.name, rp.partition_index)
             if p is not None and v >= 4:
                 code = check_leader_epoch(p, rp.current_leader_epoch)
@@ -81,11 +99,20 @@ def list_offsets(services: OffsetServices, request, ctx: RequestContext) -> dict
 
 @handles("OffsetForLeaderEpoch", (0, 4))
 def offset_for_leader_epoch(services: OffsetServices, request, ctx: RequestContext) -> dict:
+    # Kafka (KIP-320): a follower's ClusterAction covers every topic; a consumer checking
+    # for truncation needs Describe on each.
+    refused: set[str] = set()
+    if services.authorizer.enabled and not cluster_authorized(services, ctx, AclOperation.CLUSTER_ACTION):
+        refused = _refused(services, ctx, AclOperation.DESCRIBE, {t.topic for t in request.topics})
     topics = []
     for t in request.topics:
         parts = []
         for rp in t.partitions:
             entry = {"error_code": 0, "partition": rp.partition, "leader_epoch": -1, "end_offset": -1}
+            if t.topic in refused:
+                entry["error_code"] = Code.TOPIC_AUTHORIZATION_FAILED
+                parts.append(entry)
+                continue
             p, code = _leader_partition(services, t.topic, rp.partition)
             if p is not None and ctx.version >= 2:
                 code = check_leader_epoch(p, rp.current_leader_epoch)
@@ -101,11 +128,16 @@ def offset_for_leader_epoch(services: OffsetServices, request, ctx: RequestConte
 
 @handles("DeleteRecords", (0, 2))
 def delete_records(services: OffsetServices, request, ctx: RequestContext) -> dict:
+    refused = _refused(services, ctx, AclOperation.DELETE, {t.name for t in request.topics})
     topics = []
     for t in request.topics:
         parts = []
         for rp in t.partitions:
             entry = {"partition_index": rp.partition_index, "low_watermark": -1, "error_code": 0}
+            if t.name in refused:
+                entry["error_code"] = Code.TOPIC_AUTHORIZATION_FAILED
+                parts.append(entry)
+                continue
             p, code = _leader_partition(services, t.name, rp.partition_index)
             if code:
                 entry["error_code"] = code

@@ -15,17 +15,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Coroutine, Protocol
+from typing import AbstractSet, Any, Coroutine, Protocol
 
+from clients.protocol.acl import AclOperation, ResourceType
 from clients.protocol.batch_header import (ATTRIBUTES_OFFSET, HEADER_SIZE, MAGIC_OFFSET, TRANSACTIONAL,
                                            read_header)
 from clients.protocol.errors import Code, KafkaError, UnsupportedForMessageFormatError, for_code
 
 from ...config import BrokerConfig
 from ...metadata_cache import MetadataCache
+from ...security.authorizer import Authorizer
 from ...stats import BrokerTopicStats
 from ...replication.replica_manager import ReplicaManager
 from ...txn.verifier import TxnVerifier
+from ..authz import authorized, authorized_names
 from ..dispatch import RequestContext, handles
 
 
@@ -35,8 +38,11 @@ class ProduceServices(Protocol):
     topic_stats: BrokerTopicStats
     config: BrokerConfig
     txn_verifier: TxnVerifier
+    authorizer: Authorizer
 
 log = logging.getLogger(__name__)
+
+_NOTHING: frozenset[str] = frozenset()
 
 # Kafka's ReplicaManager.processFailedRecord: a refusal that means a producer and this broker
 # disagree (its sequence, its transaction) gets a line in the log, a fenced epoch an info
@@ -61,14 +67,24 @@ def produce(services: ProduceServices, request, ctx: RequestContext
     add = ctx.version >= 12
     verifier = services.txn_verifier if add or services.config.get(
         "transaction.partition.verification.enable") else None
+    denied: AbstractSet[str] = _NOTHING     # the topics the principal may not Write to
+    if services.authorizer.enabled:
+        if not _may_write_its_transactions(services, request, ctx):
+            return None if acks == 0 else _refused_whole(request, Code.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        names = {t.name for t in request.topic_data}
+        denied = names - authorized_names(services, ctx, AclOperation.WRITE, ResourceType.TOPIC, names)
     for topic in request.topic_data:
         parts = []
+        refused = topic.name in denied
         for pd in topic.partition_data:
             entry = {"index": pd.index, "error_code": 0, "base_offset": -1,
                      "log_append_time_ms": -1, "log_start_offset": -1,
                      "record_errors": [], "error_message": None}
             parts.append(entry)
             records = pd.records
+            if refused:
+                entry["error_code"] = Code.TOPIC_AUTHORIZATION_FAILED
+                continue
             if acks not in (-1, 0, 1):
                 entry["error_code"] = Code.INVALID_REQUIRED_ACKS
             elif records is None or len(records) == 0:
@@ -98,6 +114,36 @@ def produce(services: ProduceServices, request, ctx: RequestContext
     if waits:
         return after_replication(services.replicas, response, waits, timeout_s)
     return response
+
+
+def _may_write_its_transactions(services: ProduceServices, request, ctx: RequestContext) -> bool:
+    """False when the request carries transactional batches and its principal may not Write
+    as its transactional id (Kafka then refuses every partition of the request)."""
+    if not _has_transactional_records(request):
+        return True
+    return request.transactional_id is not None and authorized(
+        services, ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)
+
+
+def _has_transactional_records(request) -> bool:
+    """Kafka's RequestUtils.hasTransactionalRecords: a partition's first batch is transactional."""
+    for topic in request.topic_data:
+        for pd in topic.partition_data:
+            records = pd.records
+            if records is not None and len(records) >= HEADER_SIZE and records[MAGIC_OFFSET] == 2 \
+                    and records[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL:
+                return True
+    return False
+
+
+def _refused_whole(request, code: int) -> dict:
+    """Every partition of the request answered with `code`, nothing appended."""
+    return {"throttle_time_ms": 0, "responses": [
+        {"name": t.name, "partition_responses": [
+            {"index": pd.index, "error_code": code, "base_offset": -1, "log_append_time_ms": -1,
+             "log_start_offset": -1, "record_errors": [], "error_message": None}
+            for pd in t.partition_data]}
+        for t in request.topic_data]}
 
 
 def _append(services: ProduceServices, topic: str, index: int, records: Any, acks: int, entry: dict,

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Any, Coroutine, Protocol
 
-from clients.protocol.errors import KafkaError
+from clients.protocol.acl import AclOperation
+from clients.protocol.errors import Code, KafkaError
 from clients.protocol.records import ABORT, COMMIT, build_control_batch
 
 from ...config import BrokerConfig
@@ -15,6 +16,8 @@ from ...group.coordinator import GroupCoordinator
 from ...group.offsets import OFFSETS_TOPIC
 from ...log import ORIGIN_COORDINATOR
 from ...replication.replica_manager import ReplicaManager
+from ...security.authorizer import Authorizer
+from ..authz import cluster_authorized
 from ..dispatch import RequestContext, handles
 from .produce import after_replication
 
@@ -23,11 +26,19 @@ class TxnMarkerServices(Protocol):
     replicas: ReplicaManager
     config: BrokerConfig
     groups: GroupCoordinator
+    authorizer: Authorizer
 
 
 @handles("WriteTxnMarkers", (0, 1))
 def write_txn_markers(services: TxnMarkerServices, request, ctx: RequestContext
                       ) -> dict | Coroutine[Any, Any, dict]:
+    if not cluster_authorized(services, ctx, AclOperation.CLUSTER_ACTION):
+        # Only brokers write markers. The response has no top-level error: every partition
+        # carries it (Kafka's WriteTxnMarkersRequest.getErrorResponse).
+        return {"markers": [{"producer_id": m.producer_id, "topics": [
+            {"name": t.name, "partitions": [
+                {"partition_index": i, "error_code": Code.CLUSTER_AUTHORIZATION_FAILED}
+                for i in t.partition_indexes]} for t in m.topics]} for m in request.markers]}
     replicas = services.replicas
     markers = []
     waits = []              # (partition entry, topic, partition, offset the HW must reach)
