@@ -134,6 +134,16 @@ class ScramExchange:
         self._stage = 0          # 0: expect client-first, 1: client-final, 2: complete, -1: failed
         self._user: str | None = None
 
+    def _accept_legacy_nonce(self, client_final: str) -> None:
+        """librdkafka before 2.6.1 (Debian's kcat has 2.0.2) sends its own nonce twice in
+        client-final (`r=<cnonce><cnonce><snonce>`); Kafka 3.x accepts a final nonce that
+        ends with the server's (ScramSaslServer, CVE-2024-56128's fix). The proof is then
+        checked by scramp over the message as sent, as Kafka checks it."""
+        nonce = next((part[2:] for part in client_final.split(",") if part.startswith("r=")), None)
+        expected = self._server.nonce       # a str, or scramp 1.5's Nonce (str() gives it)
+        if nonce is not None and nonce != str(expected) and nonce.endswith(str(expected)):
+            self._server.nonce = nonce if isinstance(expected, str) else type(expected)(nonce)
+
     def _auth_info(self, user: str) -> tuple[bytes, bytes, bytes, int] | None:
         cred = self._credential(user)
         if cred is None or cred.iterations < MIN_ITERATIONS:
@@ -162,6 +172,7 @@ class ScramExchange:
                 answer: str = self._server.get_server_first()
                 self._stage = 1
             else:
+                self._accept_legacy_nonce(message)
                 self._server.set_client_final(message)
                 answer = self._server.get_server_final()
                 self._stage = 2

@@ -366,3 +366,33 @@ def test_raw_token_failure_marks_the_connection_to_close():
     with pytest.raises(SaslAuthenticationError):
         authenticate_token(conn, b"\0admin\0nope")
     assert conn.state["close_after_answer"] is True and conn.sasl is None
+
+
+# ------------------------------------------------------------------ librdkafka < 2.6.1
+
+def _login_with_final_nonce(users: Users, rewrite) -> bytes:
+    """A SCRAM login whose client-final nonce is `rewrite(client nonce, combined nonce)`,
+    with the proof computed over the message as sent (what librdkafka before 2.6.1 does)."""
+    client = ScramClient(["SCRAM-SHA-256"], "alice", "alice-secret")
+    exchange = server(users).start("SASL_PLAINTEXT", "SCRAM-SHA-256")
+    server_first = exchange.step(client.get_client_first().encode())
+    client.set_server_first(server_first.decode())
+    combined = client.nonce
+    client.nonce = type(combined)(rewrite(str(client.c_nonce), str(combined)))
+    server_final = exchange.step(client.get_client_final().encode())
+    client.set_server_final(server_final.decode())
+    assert exchange.complete and exchange.principal == "User:alice"
+    return server_final
+
+
+def test_scram_accepts_the_client_nonce_sent_twice_as_old_librdkafka_does():
+    users = Users()
+    users.add("alice", "alice-secret")
+    assert _login_with_final_nonce(users, lambda c, combined: c + combined).startswith(b"v=")
+
+
+def test_scram_still_refuses_a_final_nonce_that_does_not_end_with_the_servers():
+    users = Users()
+    users.add("alice", "alice-secret")
+    with pytest.raises(SaslAuthenticationError):
+        _login_with_final_nonce(users, lambda c, combined: combined + "x")
