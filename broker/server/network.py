@@ -163,7 +163,9 @@ class _FrameProtocol(WriteFlowControl, asyncio.BufferedProtocol):
 
     def eof_received(self) -> bool:
         self._stop_reading()
-        return True     # half-closed: the answers to frames already read still go out
+        # Half-closed: the answers to frames already read still go out. TLS has no half
+        # close (asyncio warns and closes); there the answers go out until the close.
+        return self.server.ssl_context is None
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closing = True

@@ -185,7 +185,7 @@ def _send_through_server(tmp_path, prefix: bytes, file_bytes: bytes, position: i
 
         server = await loop.create_server(
             lambda: Proto(SimpleNamespace(max_request_size=1 << 20, bytes_in=0, listener_name="PLAINTEXT",
-                                  security_protocol="PLAINTEXT", ssl_principal=None)),
+                                  security_protocol="PLAINTEXT", ssl_principal=None, ssl_context=None)),
             "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
         reader, writer = await asyncio.open_connection("127.0.0.1", port)

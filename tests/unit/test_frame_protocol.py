@@ -34,7 +34,7 @@ class _Collecting(_FrameProtocol):
 def make(max_request_size: int = 100 << 20) -> _Collecting:
     return _Collecting(SimpleNamespace(max_request_size=max_request_size, bytes_in=0,
                                        listener_name="PLAINTEXT", security_protocol="PLAINTEXT",
-                                       ssl_principal=None))
+                                       ssl_principal=None, ssl_context=None))
 
 
 def test_a_claimed_huge_frame_does_not_allocate_its_size_up_front():
