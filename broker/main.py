@@ -223,7 +223,9 @@ class Broker:
                                  security_protocol=self.config.security_protocol(name),
                                  ssl_context=transport.ssl_context, ssl_principal=transport.ssl_principal,
                                  sasl_max_receive_size=self.config.get("sasl.server.max.receive.size"),
-                                 raw_sasl=authenticate_token)
+                                 raw_sasl=authenticate_token,
+                                 failed_authentication_delay_ms=self.config.get(
+                                     "connection.failed.authentication.delay.ms"))
             await server.start()
             self.servers.append(server)
         for server in self.servers:

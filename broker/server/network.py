@@ -118,6 +118,7 @@ class _FrameProtocol(WriteFlowControl, asyncio.BufferedProtocol):
         self._pumping = False       # _send_ready is running (it is re-entered by eager answers)
         self._pump_again = False
         self._close_timer: asyncio.TimerHandle | None = None
+        self._close_delay_s = 0.0   # after a failed authentication (Kafka's delay)
         self.closed: asyncio.Future = self.loop.create_future()
 
     # -- asyncio callbacks
@@ -261,7 +262,11 @@ class _FrameProtocol(WriteFlowControl, asyncio.BufferedProtocol):
     def _finished(self, entry: _Pending) -> None:
         entry.done = True
         if self.conn.state.get("close_after_answer") and not self.closing:
-            self._stop_reading()        # a failed SASL authentication: answer, then close
+            # A failed SASL authentication: answer, then close after
+            # connection.failed.authentication.delay.ms, as Kafka does (a client reads the
+            # error before the close; a password guesser is slowed down).
+            self._close_delay_s = self.server.failed_authentication_delay_s
+            self._stop_reading()
         elif self.conn.authenticated and self.receiver.max_size != self.server.max_request_size:
             self.receiver.max_size = self.server.max_request_size
         self._send_ready()
@@ -303,10 +308,20 @@ class _FrameProtocol(WriteFlowControl, asyncio.BufferedProtocol):
                 and len(self.pending) < MAX_QUEUED_REQUESTS // 2:
             self.reading_paused = False
             transport.resume_reading()
-        if self.closing and not self.pending and not self.waiting and not transport.is_closing():
-            transport.close()
-            # A client that never reads would hold the connection open forever.
-            self._close_timer = self.loop.call_later(_CLOSE_GRACE_S, transport.abort)
+        if self.closing and not self.pending and not self.waiting and not transport.is_closing() \
+                and self._close_timer is None:
+            if self._close_delay_s > 0:
+                self._close_timer = self.loop.call_later(self._close_delay_s, self._close_now)
+            else:
+                self._close_now()
+
+    def _close_now(self) -> None:
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        transport.close()
+        # A client that never reads would hold the connection open forever.
+        self._close_timer = self.loop.call_later(_CLOSE_GRACE_S, transport.abort)
 
     def _write_ready(self) -> bool:
         """Write the responses ready in order; False if the connection is being dropped."""
@@ -515,11 +530,14 @@ class KafkaServer:
                  ssl_context: ssl.SSLContext | None = None,
                  ssl_principal: Callable[[bytes | None], str] | None = None,
                  sasl_max_receive_size: int = 524288,
-                 raw_sasl: Callable[["ConnectionInfo", bytes], bytes] | None = None):
+                 raw_sasl: Callable[["ConnectionInfo", bytes], bytes] | None = None,
+                 failed_authentication_delay_ms: int = 100):
         """`ssl_context`: serve TLS (SSL and SASL_SSL listeners); `ssl_principal`: the
         principal of a client certificate (SSL listeners: who the connection is);
         `sasl_max_receive_size`: the largest frame before SASL authentication; `raw_sasl`:
-        steps a connection's SASL exchange with a bare token (after SaslHandshake v0)."""
+        steps a connection's SASL exchange with a bare token (after SaslHandshake v0);
+        `failed_authentication_delay_ms`: how long a refused connection stays open after
+        its answer."""
         self.host = host
         self.port = port
         self.dispatch = dispatch
@@ -529,6 +547,7 @@ class KafkaServer:
         self.ssl_principal = ssl_principal
         self.sasl_max_receive_size = sasl_max_receive_size
         self.raw_sasl = raw_sasl
+        self.failed_authentication_delay_s = failed_authentication_delay_ms / 1000.0
         self.max_request_size = max_request_size
         self.send_buffer = send_buffer
         self.receive_buffer = receive_buffer

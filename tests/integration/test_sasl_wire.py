@@ -4,6 +4,7 @@ authenticated, and a failed authentication answered, then closed."""
 from __future__ import annotations
 
 import struct
+import time
 
 import pytest
 
@@ -76,9 +77,12 @@ def test_a_wrong_password_is_answered_with_kafkas_error_then_closed(broker):
     with _client(broker) as c:
         assert c.request("SaslHandshake", 1, {"mechanism": "PLAIN"}).error_code == 0
         auth = c.request("SaslAuthenticate", 1, {"auth_bytes": b"\0alice\0wrong"})
+        answered = time.monotonic()
         assert auth.error_code == 58            # SASL_AUTHENTICATION_FAILED
         assert auth.error_message == "Authentication failed: Invalid username or password"
         assert _closed(c)
+        # connection.failed.authentication.delay.ms (100): the client reads the answer first
+        assert time.monotonic() - answered >= 0.08
 
 
 def test_an_unknown_mechanism_gets_the_enabled_list(broker):
