@@ -44,7 +44,7 @@ from typing import Any, Callable, Coroutine
 
 from clients.aio.flow_control import WriteFlowControl
 from clients.protocol.acl import ANONYMOUS
-from clients.protocol.framing import FrameReceiver
+from clients.protocol.framing import BIG_START, FrameReceiver
 from clients.protocol.types import DeferredBytes
 
 log = logging.getLogger(__name__)
@@ -62,6 +62,8 @@ _DIRECT_SENDFILE_MAX = 4 << 20
 # A region sent through TLS is read in pieces of this size, waiting for the transport to
 # drain between them, so a large fetch answer does not sit in memory whole.
 _TLS_READ_PIECE = 1 << 20
+# A connection's first read buffer; FrameReceiver doubles it while reads fill it.
+_INITIAL_SCRATCH = 16 * 1024
 # What an unauthenticated connection may send: ApiVersions, SaslHandshake, SaslAuthenticate.
 PRE_AUTH_API_KEYS = frozenset({18, 17, 36})
 
@@ -106,8 +108,13 @@ class _FrameProtocol(WriteFlowControl, asyncio.BufferedProtocol):
         self.loop = asyncio.get_running_loop()
         self.transport: asyncio.Transport | None = None
         self.conn = ConnectionInfo(None, server.listener_name, server.security_protocol)
-        self.receiver = FrameReceiver(server.max_request_size if self.conn.authenticated
-                                      else min(server.max_request_size, server.sasl_max_receive_size))
+        # Buffers start small and grow with what the peer actually sends: a connection
+        # costs a few KiB until it is busy, and before authentication a frame's buffer
+        # grows only as its bytes arrive (a flood of connections stays cheap).
+        self.receiver = FrameReceiver(server.max_request_size, initial_scratch=_INITIAL_SCRATCH)
+        if not self.conn.authenticated:
+            self.receiver.max_size = min(server.max_request_size, server.sasl_max_receive_size)
+            self.receiver.big_start = _INITIAL_SCRATCH
         self.pending: collections.deque[_Pending] = collections.deque()
         # Frames received while MAX_QUEUED_REQUESTS are pending: dispatched as room frees.
         self.waiting: collections.deque[memoryview] = collections.deque()
@@ -269,6 +276,7 @@ class _FrameProtocol(WriteFlowControl, asyncio.BufferedProtocol):
             self._stop_reading()
         elif self.conn.authenticated and self.receiver.max_size != self.server.max_request_size:
             self.receiver.max_size = self.server.max_request_size
+            self.receiver.big_start = BIG_START
         self._send_ready()
 
     def _stop_reading(self) -> None:

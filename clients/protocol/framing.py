@@ -13,6 +13,11 @@ come out whole whatever the read boundaries:
   from `big_start` as bytes come, so a peer that only *claims* a huge frame cannot make us
   allocate it.
 
+The scratch buffer starts at `initial_scratch` and doubles up to `scratch` whenever a read
+fills it, so an idle connection (or a flood of them) costs a few KiB each while a busy one
+soon reads up to `scratch` bytes a call; frames of a quarter of the scratch or more get
+their own buffer while it is small.
+
 A size below `min_size` or above `max_size` sets `error_size` and ends the stream: frames
 completed before it are still returned, nothing after it is parsed.
 """
@@ -20,7 +25,9 @@ from __future__ import annotations
 
 import struct
 
-__all__ = ["FrameReceiver"]
+__all__ = ["FrameReceiver", "BIG_START"]
+
+BIG_START = 1 << 20     # the first size of a large frame's own buffer, by default
 
 _SIZE = struct.Struct(">i")
 
@@ -29,12 +36,17 @@ class FrameReceiver:
     """Splits a byte stream into frames, receiving into buffers it owns."""
 
     def __init__(self, max_size: int, *, min_size: int = 0, scratch: int = 256 * 1024,
-                 own_buffer_at: int = 64 * 1024, big_start: int = 1 << 20):
+                 own_buffer_at: int = 64 * 1024, big_start: int = BIG_START,
+                 initial_scratch: int | None = None):
         self.max_size = max_size
         self.min_size = min_size
-        self.own_buffer_at = own_buffer_at
+        self.scratch = scratch
+        self.own_buffer_at_max = own_buffer_at
         self.big_start = big_start
-        self._buf = bytearray(scratch)
+        self._buf = bytearray(min(scratch, initial_scratch or scratch))
+        # A frame this large is received into a buffer of its own; at most a quarter of the
+        # scratch, so a partial smaller frame always leaves room in the scratch to read into.
+        self.own_buffer_at = min(own_buffer_at, len(self._buf) // 4)
         self._view = memoryview(self._buf)
         self._start = 0                 # unparsed bytes are _buf[_start:_end]
         self._end = 0
@@ -67,7 +79,21 @@ class FrameReceiver:
             self._big = None
             return [frame]
         self._end += nbytes
-        return self._parse()
+        filled = self._end == len(self._buf)
+        frames = self._parse()
+        if filled and len(self._buf) < self.scratch:
+            self._grow()
+        return frames
+
+    def _grow(self) -> None:
+        """Double the scratch (up to `scratch`), keeping the unparsed bytes. Frames already
+        returned are copies, so nothing refers to the old buffer."""
+        n = self._end - self._start
+        grown = bytearray(min(self.scratch, 2 * len(self._buf)))
+        grown[:n] = self._view[self._start:self._end]
+        self._buf, self._view = grown, memoryview(grown)
+        self._start, self._end = 0, n
+        self.own_buffer_at = min(self.own_buffer_at_max, len(grown) // 4)
 
     @property
     def buffered(self) -> int:
