@@ -10,7 +10,7 @@ from typing import Any, Callable, Mapping
 
 from clients.aio.errors import KafkaConnectionError
 from clients.aio.pool import ConnectionPool
-from clients.aio.security import ClientSecurity
+from clients.aio.security import AuthenticationError, ClientSecurity
 
 from .zk_paths import BrokerRegistration
 
@@ -51,6 +51,12 @@ class BrokerChannel:
             except (KafkaConnectionError, OSError, asyncio.TimeoutError) as e:
                 log.info("controller: %s to broker %d failed (%s); retrying", api, self.broker_id, e)
                 await asyncio.sleep(0.2)
+            except AuthenticationError as e:
+                # Final for a client, not for the controller: the broker may not have read
+                # the credential yet, or an operator is fixing it. Say so, and keep trying.
+                log.warning("controller: %s to broker %d: authentication failed (%s); retrying",
+                            api, self.broker_id, e)
+                await asyncio.sleep(1.0)
 
     def stop(self) -> None:
         self.task.cancel()

@@ -133,6 +133,10 @@ class ZkMetadataStore(MetadataStore):
                                  self.acl_store.ensure_paths())
             self.cluster_id = await self._get_or_create_cluster_id()
             if self.broker is not None:
+                # The credentials and ACLs first: once registered, the controller and the
+                # other brokers connect, and a SCRAM login needs the credential cached.
+                await self.view.sync(self.user_store.resync)
+                await self.view.sync(self.acl_store.resync)
                 await self._register_broker()
             await self.view.sync(self.view.resync)
         except BaseException:

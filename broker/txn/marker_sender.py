@@ -16,7 +16,7 @@ from typing import Callable, Iterable
 
 from clients.aio.errors import KafkaConnectionError, KafkaTimeoutError
 from clients.aio.pool import ConnectionPool
-from clients.aio.security import PLAINTEXT, ClientSecurity
+from clients.aio.security import PLAINTEXT, AuthenticationError, ClientSecurity
 from clients.protocol.errors import Code
 
 from ..metadata_cache import MetadataCache
@@ -92,7 +92,7 @@ class TxnMarkerSender:
         try:
             conn = await self.pool.get(leader)
             r = await conn.request("WriteTxnMarkers", body, version=WRITE_TXN_MARKERS_VERSION)
-        except (KafkaConnectionError, KafkaTimeoutError, OSError) as e:
+        except (KafkaConnectionError, KafkaTimeoutError, OSError, AuthenticationError) as e:
             log.info("WriteTxnMarkers to broker %d failed (%s); retrying", leader, e)
             return {}
         return {(t.name, p.partition_index): p.error_code

@@ -20,7 +20,7 @@ from typing import Awaitable, Callable, Iterable
 
 from clients.aio.errors import KafkaConnectionError, KafkaTimeoutError
 from clients.aio.pool import ConnectionPool
-from clients.aio.security import PLAINTEXT, ClientSecurity
+from clients.aio.security import PLAINTEXT, AuthenticationError, ClientSecurity
 from clients.protocol.errors import Code
 
 from ..metadata_cache import MetadataCache
@@ -95,7 +95,7 @@ class TxnVerifier:
             conn = await self.pool.get(node.broker_id)
             r = await conn.request("AddPartitionsToTxn", body, version=(
                 ADD_PARTITIONS_ADD_VERSION if add else ADD_PARTITIONS_VERIFY_VERSION))
-        except (KafkaConnectionError, KafkaTimeoutError, OSError) as e:
+        except (KafkaConnectionError, KafkaTimeoutError, OSError, AuthenticationError) as e:
             log.info("verifying with the transaction coordinator %d failed: %s", node.broker_id, e)
             return {tp: Code.NOT_ENOUGH_REPLICAS for tp in tps}
         codes = {(t.name, p.partition_index): p.partition_error_code

@@ -13,6 +13,7 @@ Brokers are addressed by their index, which is also their broker.id.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -21,6 +22,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
+from clients.aio.errors import KafkaClientError
+from clients.protocol.errors import KafkaError
 from tests.support.broker_process import BrokerProcess
 from tests.support.zk_process import ZooKeeperProcess
 
@@ -40,7 +43,7 @@ class Cluster:
                  zookeeper_session_timeout_ms: int = 6000,
                  replica_lag_time_max_ms: int = 3000,
                  broker_overrides: dict[int, dict[str, str]] | None = None,
-                 chroot: str = CHROOT):
+                 chroot: str = CHROOT, client_security: Any = None):
         if brokers < 1:
             raise ValueError("a cluster needs at least one broker")
         self.workdir = Path(workdir)
@@ -71,6 +74,9 @@ class Cluster:
             props.update(overrides or {})
             props.update((broker_overrides or {}).get(i, {}))
             self.brokers.append(BrokerProcess(self.workdir / f"broker-{i}", broker_id=i, overrides=props))
+        # How the cluster's own probes connect (a clients.aio.security.ClientSecurity) when
+        # the brokers' port is a SASL or TLS listener; None: PLAINTEXT.
+        self.client_security = client_security
         self._paused: set[int] = set()
         self._zk: Any = None
         self.started = False
@@ -225,18 +231,34 @@ class Cluster:
     def transaction_coordinator(self, transactional_id: str) -> int | None:
         """The broker a running broker names (FindCoordinator, key type 1) as coordinating
         `transactional_id`; None if none answers."""
-        from tests.support.wire import WireClient
         for i, b in enumerate(self.brokers):
             if not self.running(i):
                 continue
             try:
-                with WireClient("127.0.0.1", b.port) as w:
-                    r = w.request("FindCoordinator", 3, {"key": transactional_id, "key_type": 1})
-            except OSError:
+                r = self.request(b.port, "FindCoordinator", 3, {"key": transactional_id, "key_type": 1})
+            except (OSError, KafkaClientError, KafkaError):
                 continue
             if r.error_code == 0:
                 return r.node_id
         return None
+
+    def request(self, port: int, api: str, version: int, body: dict[str, Any]) -> Any:
+        """One request to the broker on `port`, as the cluster's probes send them (over
+        `client_security` when the listener needs it)."""
+        if self.client_security is None:
+            from tests.support.wire import WireClient
+            with WireClient("127.0.0.1", port, timeout=5) as w:
+                return w.request(api, version, body)
+
+        async def secured() -> Any:
+            from clients.aio.connection import BrokerConnection
+            conn = await BrokerConnection.connect("127.0.0.1", port, security=self.client_security,
+                                                  timeout=5)
+            try:
+                return await conn.request(api, body, version=version)
+            finally:
+                await conn.close()
+        return asyncio.run(secured())
 
     def controller_id(self) -> int | None:
         """The broker id in /controller, or None while no controller is elected."""
@@ -297,15 +319,12 @@ class Cluster:
         """Wait until every broker's own view (its Metadata answer, fed by its ZooKeeper
         watches) lists all brokers: registration in ZooKeeper comes first, and a broker
         asked to create a topic right then could still count fewer live brokers."""
-        from tests.support.wire import WireClient
-
         def known() -> bool | None:
             self._check_alive()
             for b in self.brokers:
                 try:
-                    with WireClient("127.0.0.1", b.port, timeout=5) as w:
-                        md = w.request("Metadata", 1, {"topics": []})
-                except OSError:
+                    md = self.request(b.port, "Metadata", 1, {"topics": []})
+                except (OSError, KafkaClientError, KafkaError):
                     return None
                 if len(md.brokers) < self.size:
                     return None

@@ -64,7 +64,7 @@ class SecurityKit:
         return self.dir / f"{name}.key.pem"
 
 
-def secure_overrides(kit: SecurityKit, ports: dict[str, int], *, inter_broker: str | None = None,
+def secure_overrides(kit: SecurityKit, ports: dict[str, int | str], *, inter_broker: str | None = None,
                      mechanisms: str = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
                      inter_broker_mechanism: str = "PLAIN", client_auth: str = "required",
                      acls: bool = False, allow_everyone: bool = False) -> dict[str, str]:
