@@ -17,7 +17,7 @@ from .dynamic import check_dynamic, layer_dynamic
 from .listeners import Listener, parse_listeners, parse_protocol_map
 from .loading import LISTENER_PREFIX, listener_key, load_static, read_config_file
 from .security import (ACL_AUTHORIZERS, ListenerSecurity, inter_broker_credentials, parse_super_users,
-                       resolve_listeners)
+                       refuse_unenforced, resolve_listeners)
 from .topic_configs import topic_default_string, topic_defaults, typed_topic_config
 from .topic_keys import TOPIC_CONFIG, TOPIC_CONFIGS
 from .value_types import ConfigValue
@@ -194,6 +194,7 @@ class BrokerConfig:
             raise self._fail("connections.max.reauth.ms",
                              "re-authentication (KIP-368) is not implemented; only 0 is supported")
         self.super_users: frozenset[str] = parse_super_users(v["super.users"], self._fail)
+        refuse_unenforced(self.unknown, self._fail)
         ib = self.listener_security.get(self.inter_broker_listener_name)
         mechanism = str(v["sasl.mechanism.inter.broker.protocol"]).upper()
         self.inter_broker_sasl_mechanism: str | None = mechanism if ib is not None and ib.sasl else None

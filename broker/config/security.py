@@ -161,3 +161,34 @@ def parse_super_users(text: str | None, fail: Fail) -> frozenset[str]:
             raise fail("super.users", f"{item!r} is not a principal (expected User:<name>)")
         out.add(item)
     return frozenset(out)
+
+
+# Kafka security settings strom does not implement, with why: set (to anything but off) they
+# would promise a protection the broker does not give, so the broker refuses to start.
+_UNENFORCED: tuple[tuple[str, str], ...] = (
+    ("principal.builder.class", "custom principal builders are not supported "
+                                "(ssl.principal.mapping.rules is)"),
+    ("sasl.server.callback.handler.class", "custom SASL callback handlers are not supported"),
+    ("sasl.jaas.config", "a broker reads JAAS per listener and mechanism: set "
+                         "listener.name.<listener>.<mechanism>.sasl.jaas.config"),
+    ("delegation.token.secret.key", "delegation tokens are not supported"),
+    ("delegation.token.master.key", "delegation tokens are not supported"),
+    ("zookeeper.set.acl", "ZooKeeper ACLs on the brokers' znodes are not supported"),
+    ("zookeeper.ssl.client.enable", "TLS to ZooKeeper is not supported"),
+    ("ssl.engine.factory.class", "custom SSL engine factories are not supported"),
+    ("security.providers", "custom security providers are not supported"),
+)
+_OFF = ("", "false", "null", "none")
+
+
+def refuse_unenforced(unknown: Mapping[str, str], fail: Fail) -> None:
+    """ConfigError for the first Kafka security setting strom cannot enforce (`unknown`: the
+    keys strom does not declare, as written)."""
+    for key, message in _UNENFORCED:
+        value = unknown.get(key)
+        if value is not None and value.strip().lower() not in _OFF:
+            raise fail(key, f"{message}; strom will not start with it set")
+    for key in unknown:
+        if key.startswith("listener.name.") and ".sasl." in key:
+            raise fail(key, "not a per-listener SASL key strom reads (it reads "
+                            "sasl.enabled.mechanisms and <mechanism>.sasl.jaas.config)")

@@ -73,6 +73,18 @@ def cases(pem) -> list[tuple[str, dict[str, str], str]]:
         ("re-authentication", {"connections.max.reauth.ms": "3600000"},
          "connections.max.reauth.ms"),
         ("a super user that is no principal", {"super.users": "admin"}, "super.users"),
+        ("ZooKeeper ACLs", {"zookeeper.set.acl": "true"}, "zookeeper.set.acl"),
+        ("TLS to ZooKeeper", {"zookeeper.ssl.client.enable": "true"}, "zookeeper.ssl.client.enable"),
+        ("delegation tokens", {"delegation.token.secret.key": "s3cret"}, "delegation.token.secret.key"),
+        ("a principal builder", {"principal.builder.class": "com.example.Builder"},
+         "principal.builder.class"),
+        ("a broker-wide JAAS config", {"sasl.jaas.config": PLAIN_JAAS}, "sasl.jaas.config"),
+        ("a SASL callback handler per listener",
+         {**SASL, "sasl.enabled.mechanisms": "PLAIN",
+          "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+          "sasl.mechanism.inter.broker.protocol": "PLAIN",
+          "listener.name.sasl_plaintext.plain.sasl.server.callback.handler.class": "com.example.H"},
+         "listener.name.sasl_plaintext.plain.sasl.server.callback.handler.class"),
     ]
 
 
