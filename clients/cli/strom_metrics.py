@@ -1,6 +1,7 @@
 """strom-metrics: a one-screen cluster summary from every broker's /metrics.json.
 
-    bin/strom-metrics.sh --bootstrap-server HOST:PORT [--watch [SECONDS]] [--count N]
+    bin/strom-metrics.sh --bootstrap-server HOST:PORT [--command-config FILE]
+                         [--watch [SECONDS]] [--count N]
 
 Finds the brokers with a Metadata request, asks each one for its `metrics.port` with
 DescribeConfigs (broker resource: a broker describes its own static config), reads
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clients.aio.client import KafkaClient
+from clients.cli.common import SECURITY_HELP, read_config_file
 from clients.config import resolve
 
 BROKER_RESOURCE = 4
@@ -77,9 +79,11 @@ def samples(doc: dict[str, Any] | None, family: str) -> list[tuple[dict[str, str
 
 # ---------------------------------------------------------------------------- discovery
 
-async def discover(bootstrap: str, timeout: float) -> tuple[list[BrokerView], int]:
-    """Live brokers (Metadata) and each one's metrics.port (DescribeConfigs to itself)."""
-    client = KafkaClient(resolve("admin", {"bootstrap.servers": bootstrap,
+async def discover(bootstrap: str, timeout: float,
+                   extra: dict[str, str] | None = None) -> tuple[list[BrokerView], int]:
+    """Live brokers (Metadata) and each one's metrics.port (DescribeConfigs to itself);
+    `extra`: client configs (the --command-config file: security settings)."""
+    client = KafkaClient(resolve("admin", {**(extra or {}), "bootstrap.servers": bootstrap,
                                            "client.id": "strom-metrics",
                                            "request.timeout.ms": int(timeout * 1000)}))
     try:
@@ -230,6 +234,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="strom-metrics.sh",
                                  description="One-screen cluster summary from the brokers' /metrics.json.")
     ap.add_argument("--bootstrap-server", required=True, help="HOST:PORT[,HOST:PORT...]")
+    ap.add_argument("--command-config", metavar="FILE", dest="config_file",
+                    help=f"Property file with client configs. {SECURITY_HELP}")
     ap.add_argument("--watch", nargs="?", type=float, const=5.0, default=None, metavar="SECONDS",
                     help="repeat every SECONDS (default 5) until Ctrl-C")
     ap.add_argument("--count", type=int, default=None, help="with --watch: stop after N screens")
@@ -240,9 +246,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return ap.parse_args(argv)
 
 
+def _extra(args: argparse.Namespace) -> dict[str, str]:
+    return read_config_file(args.config_file) if args.config_file else {}
+
+
 async def run(args: argparse.Namespace) -> int:
     try:
-        views, controller_id = await discover(args.bootstrap_server, args.timeout)
+        views, controller_id = await discover(args.bootstrap_server, args.timeout, _extra(args))
     except Exception as e:
         print(f"strom-metrics: {e}", file=sys.stderr)
         return 1
@@ -264,7 +274,7 @@ async def run(args: argparse.Namespace) -> int:
     while args.count is None or shown < args.count:
         if shown:
             try:   # brokers come and go: find them again for every screen
-                views, controller_id = await discover(args.bootstrap_server, args.timeout)
+                views, controller_id = await discover(args.bootstrap_server, args.timeout, _extra(args))
             except Exception as e:
                 print(f"strom-metrics: {e}", file=sys.stderr)
         cur = await sample(views, controller_id, args.timeout)

@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from broker.metrics.render import sample_value
 from clients.protocol.records import Record, build_batch
-from tests.support.broker_process import REPO, free_port
+from tests.support.broker_process import REPO, BrokerProcess, free_port
 from tests.support.wire import WireClient
 
 pytestmark = pytest.mark.integration
@@ -258,3 +258,23 @@ def test_strom_metrics_cli_prints_a_cluster_summary(mbroker):
                             "--watch", "0.5", "--count", "2"], capture_output=True, text=True, timeout=60)
     assert watch.returncode == 0, watch.stderr
     assert watch.stdout.count("brokers 1/1") == 2
+
+
+def test_strom_metrics_cli_reaches_a_secured_broker_with_command_config(tmp_path):
+    from tests.support.security import SecurityKit, client_config, secure_overrides
+    kit = SecurityKit(tmp_path / "kit")
+    props = {**secure_overrides(kit, {"SASL_SSL": "{port}"}), "metrics.port": str(free_port())}
+    b = BrokerProcess(tmp_path / "b", overrides=props).start()
+    try:
+        cfg = tmp_path / "client.properties"
+        conf = client_config(kit, "SASL_SSL", b.bootstrap, user="admin")
+        cfg.write_text("".join(f"{k}={v}\n" for k, v in conf.items() if k != "bootstrap.servers"))
+        cmd = [str(REPO / "bin/strom-metrics.sh"), "--bootstrap-server", b.bootstrap, "--interval", "0"]
+        refused = subprocess.run(cmd + ["--timeout", "3"], capture_output=True, text=True, timeout=60)
+        assert refused.returncode == 1
+        out = subprocess.run(cmd + ["--command-config", str(cfg)], capture_output=True, text=True,
+                             timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert "brokers 1/1" in out.stdout
+    finally:
+        b.stop()
