@@ -19,6 +19,7 @@ import platform
 import shutil
 import socket
 import statistics
+import struct as _st
 import sys
 import tempfile
 import threading
@@ -895,6 +896,28 @@ def page_reporting() -> dict[str, str]:
 
 # ---- a raw Fetch reader: per-batch work only --------------------------------------------------
 
+_U64 = _st.Struct(">q").unpack_from
+_U32 = _st.Struct(">i").unpack_from
+
+
+def count_batch_records(recs: bytes | None) -> tuple[int, int]:
+    """Records in a fetched partition's whole batches (a partial one at the end is not
+    counted) and the offset after the last of them (-1: no whole batch), read from the
+    RecordBatch v2 headers only: records are never decoded."""
+    if not recs:
+        return 0, -1
+    mv = memoryview(recs)
+    pos, n, got, last = 0, len(mv), 0, -1
+    while pos + 61 <= n:
+        length = _U32(mv, pos + 8)[0]
+        if pos + 12 + length > n:
+            break                   # a partial batch at the end of the response
+        got += _U32(mv, pos + 57)[0]
+        last = _U64(mv, pos)[0] + _U32(mv, pos + 23)[0]
+        pos += 12 + length
+    return got, (last + 1 if last >= 0 else -1)
+
+
 def raw_fetch_run(bootstrap: str, topic: str, partitions: int, expected: int | None,
                   record_size: int, pids: list[int], timeout: float = 120.0,
                   partition_max_bytes: int = 8 << 20, version: int = 5) -> dict[str, Any]:
@@ -905,7 +928,6 @@ def raw_fetch_run(bootstrap: str, topic: str, partitions: int, expected: int | N
     a broker serves fetches. `expected=None`: up to the high watermarks seen on the first
     response (the mock cluster keeps only the tail of each partition: it starts at the
     log start offset given in ListOffsets-free fashion by an OFFSET_OUT_OF_RANGE retry)."""
-    import struct as _st
 
     from clients.protocol.headers import RequestHeader, decode_response_header, encode_request_header
     from clients.protocol.messages import api
@@ -970,27 +992,14 @@ def raw_fetch_run(bootstrap: str, topic: str, partitions: int, expected: int | N
     cpu0 = {pid: cpu_seconds_of(pid) for pid in pids}
     t0 = time.perf_counter()
     deadline = time.monotonic() + timeout
-    u64 = _st.Struct(">q").unpack_from
-    u32 = _st.Struct(">i").unpack_from
     while got < expected and time.monotonic() < deadline:
         resp = call(body(100))
         for t in resp.responses:
             for pr in t.partitions:
-                recs = pr.records
-                if not recs:
-                    continue
-                mv = memoryview(recs)
-                pos, n = 0, len(mv)
-                last = -1
-                while pos + 61 <= n:
-                    length = u32(mv, pos + 8)[0]
-                    if pos + 12 + length > n:
-                        break                   # a partial batch at the end of the response
-                    got += u32(mv, pos + 57)[0]
-                    last = u64(mv, pos)[0] + u32(mv, pos + 23)[0]
-                    pos += 12 + length
-                if last >= 0:
-                    offsets[pr.partition_index] = last + 1
+                count, next_offset = count_batch_records(pr.records)
+                got += count
+                if next_offset >= 0:
+                    offsets[pr.partition_index] = next_offset
     elapsed = time.perf_counter() - t0
     cpu = {pid: cpu_seconds_of(pid) - cpu0[pid] for pid in pids}
     sock.close()

@@ -61,6 +61,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._common import (MB, BenchFailure, RateClock, Results, StromBroker,  # noqa: E402
+                           count_batch_records,
                            add_results_args, loadavg, log, machine,
                            median_of_runs, print_table, produce_run, run_main, runs_note,
                            use_broker_repo, workdir, write_json)
@@ -366,11 +367,8 @@ def raw_fetch(broker: SecureBroker, listener: str, topic: str, partitions: int, 
     decoding them, per-batch work only (like a replica fetcher). confluent-kafka's consumer
     makes a Python object per record and tops out near 200k records/s here whatever the
     broker; this is what shows how fast the broker serves reads through each listener."""
-    import struct
     conn = RawConnection(broker, listener)      # connect, TLS and login before the clock
     offsets = {p: 0 for p in range(partitions)}
-    u64 = struct.Struct(">q").unpack_from
-    u32 = struct.Struct(">i").unpack_from
     got = 0
     meter = CpuMeter(broker.pids())
     meter.start()
@@ -388,20 +386,10 @@ def raw_fetch(broker: SecureBroker, listener: str, topic: str, partitions: int, 
                 if pr.error_code:
                     raise BenchFailure(f"raw fetch of {topic}-{pr.partition_index}: error "
                                        f"{pr.error_code}")
-                recs = pr.records
-                if not recs:
-                    continue
-                mv = memoryview(recs)
-                pos, n, last = 0, len(mv), -1
-                while pos + 61 <= n:
-                    length = u32(mv, pos + 8)[0]
-                    if pos + 12 + length > n:
-                        break                   # a partial batch at the end of the response
-                    got += u32(mv, pos + 57)[0]
-                    last = u64(mv, pos)[0] + u32(mv, pos + 23)[0]
-                    pos += 12 + length
-                if last >= 0:
-                    offsets[pr.partition_index] = last + 1
+                count, next_offset = count_batch_records(pr.records)
+                got += count
+                if next_offset >= 0:
+                    offsets[pr.partition_index] = next_offset
     elapsed = time.perf_counter() - t0
     cpu = meter.read(got * record_size / MB)
     conn.close()

@@ -24,6 +24,19 @@ def notable_lines(log_text: str, limit: int = _MAX_LINES_PER_BROKER) -> list[str
     return [line for line in log_text.splitlines() if _NOTABLE.match(line)][-limit:]
 
 
+def stop_telling_a_failure(c: Cluster, request) -> None:
+    """Stop the cluster; when the test failed, print each broker's notable log lines first."""
+    if getattr(request.node, "chaos_call_failed", False):
+        for i in range(len(c.brokers)):
+            try:
+                lines = notable_lines(c.output(i))
+            except OSError as e:
+                lines = [f"(log unreadable: {e})"]
+            print(f"--- broker {i}: last {len(lines)} warnings, errors and replication events ---")
+            print("\n".join(lines))
+    c.stop()
+
+
 @pytest.fixture
 def cluster(tmp_path, request):
     """ZooKeeper + 3 broker processes (replication factor 3, min.insync.replicas 2)."""
@@ -32,12 +45,4 @@ def cluster(tmp_path, request):
     try:
         yield c
     finally:
-        if getattr(request.node, "chaos_call_failed", False):
-            for i in range(len(c.brokers)):
-                try:
-                    lines = notable_lines(c.output(i))
-                except OSError as e:
-                    lines = [f"(log unreadable: {e})"]
-                print(f"--- broker {i}: last {len(lines)} warnings, errors and replication events ---")
-                print("\n".join(lines))
-        c.stop()
+        stop_telling_a_failure(c, request)

@@ -58,6 +58,23 @@ def unavailability(cluster, action, partition: int = 0) -> float:
         done.clear()
 
 
+def kill_leader_rounds(cluster, producer: ChaosProducer, checker: Checker, rounds: int,
+                       rng: random.Random) -> None:
+    """Each round: wait for more acks, kill -9 the leader of TOPIC-0 while it serves, wait for
+    a new leader, restart the old one and wait until it is back in the ISR."""
+    for r in range(rounds):
+        producer.wait_acked(checker.acked_count + 500, timeout=60)
+        time.sleep(rng.uniform(0.2, 1.5))
+        leader = cluster.leader(TOPIC, 0)
+        assert leader is not None
+        cluster.kill9(leader)
+        cluster.wait_for_leader(TOPIC, 0, other_than=leader)
+        time.sleep(rng.uniform(0.5, 2.0))
+        cluster.restart(leader)
+        cluster.wait_until(lambda: sorted(cluster.isr(TOPIC, 0)) == [0, 1, 2], timeout=60)
+        print(f"round {r}: killed leader {leader}; acked so far {checker.acked_count}")
+
+
 def test_leader_kill9_loses_no_acked_record(cluster, long_run):
     rounds = 10 if long_run else 2
     rng = random.Random(3)
@@ -65,16 +82,7 @@ def test_leader_kill9_loses_no_acked_record(cluster, long_run):
     checker = Checker()
     with ChaosProducer(cluster.bootstrap, TOPIC, checker, idempotence=True, keys=None,
                        config={"log_level": 0}) as producer:
-        for r in range(rounds):
-            producer.wait_acked(checker.acked_count + 500, timeout=60)
-            time.sleep(rng.uniform(0.2, 1.5))
-            leader = cluster.leader(TOPIC, 0)
-            cluster.kill9(leader)
-            cluster.wait_for_leader(TOPIC, 0, other_than=leader)
-            time.sleep(rng.uniform(0.5, 2.0))
-            cluster.restart(leader)
-            cluster.wait_until(lambda: sorted(cluster.isr(TOPIC, 0)) == [0, 1, 2], timeout=60)
-            print(f"round {r}: killed leader {leader}; acked so far {checker.acked_count}")
+        kill_leader_rounds(cluster, producer, checker, rounds, rng)
     read_back(cluster.bootstrap, TOPIC, 1, checker)
     report = checker.report()
     print(report)

@@ -28,8 +28,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from clients.aio.security import ClientSecurity
 from tests.chaos.checker import ChaosProducer, Checker, read_back
-from tests.chaos.conftest import notable_lines
-from tests.chaos.test_leader_failover import replicas_identical
+from tests.chaos.conftest import stop_telling_a_failure
+from tests.chaos.test_leader_failover import kill_leader_rounds, replicas_identical
 from tests.support.cluster import Cluster
 from tests.support.security import USERS, SecurityKit, secure_overrides
 
@@ -87,15 +87,7 @@ def secure_cluster(tmp_path: Path, kit: SecurityKit, inter_broker_mechanism: str
         c.start(timeout=30)
         yield c
     finally:
-        if getattr(request.node, "chaos_call_failed", False):
-            for i in range(c.size):
-                try:
-                    lines = notable_lines(c.output(i))
-                except OSError as e:
-                    lines = [f"(log unreadable: {e})"]
-                print(f"--- broker {i}: last {len(lines)} warnings, errors and replication events ---")
-                print("\n".join(lines))
-        c.stop()
+        stop_telling_a_failure(c, request)
 
 
 def create_topic(cluster: Cluster, kit: SecurityKit) -> None:
@@ -117,18 +109,8 @@ def test_secure_leader_kill9_loses_no_acked_record(secure_cluster: Cluster, kit:
     alice = librdkafka_config(kit, "alice")
     with ChaosProducer(cluster.bootstrap, TOPIC, checker, idempotence=True, keys=None,
                        config=alice) as producer:
-        for r in range(rounds):
-            producer.wait_acked(checker.acked_count + 500, timeout=60)
-            time.sleep(rng.uniform(0.2, 1.5))
-            leader = cluster.leader(TOPIC, 0)
-            assert leader is not None
-            cluster.kill9(leader)
-            cluster.wait_for_leader(TOPIC, 0, other_than=leader)
-            time.sleep(rng.uniform(0.5, 2.0))
-            cluster.restart(leader)
-            # Back in the ISR means the restarted broker fetched over SASL_SSL as admin.
-            cluster.wait_until(lambda: sorted(cluster.isr(TOPIC, 0)) == [0, 1, 2], timeout=60)
-            print(f"round {r}: killed leader {leader}; acked so far {checker.acked_count}")
+        # Back in the ISR each round means the restarted broker fetched over SASL_SSL as admin.
+        kill_leader_rounds(cluster, producer, checker, rounds, rng)
         producer.wait_acked(checker.acked_count + 100, timeout=60)   # still producing at the end
     read_back(cluster.bootstrap, TOPIC, 1, checker, config=alice)
     report = checker.report()

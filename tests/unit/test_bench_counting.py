@@ -218,3 +218,13 @@ def test_no_results_writes_nothing(tmp_path):
     out = Results("latency", a, {})
     assert out.run("x", {}) is None and out.summary({}) is None
     assert list(tmp_path.iterdir()) == []
+
+
+def test_count_batch_records_reads_whole_batches_from_their_headers():
+    from bench._common import count_batch_records
+    from clients.protocol.records import Record, build_batch
+    batch = build_batch([Record(None, v) for v in (b"x", b"y", b"z")], base_offset=10)
+    assert count_batch_records(batch + batch) == (6, 13)
+    assert count_batch_records(batch + batch[:20]) == (3, 13)       # a partial batch at the end
+    assert count_batch_records(batch[:20]) == (0, -1)
+    assert count_batch_records(None) == (0, -1)
