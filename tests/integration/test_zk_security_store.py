@@ -13,9 +13,10 @@ clients' Sanitizer.java.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
-from typing import Any, Callable, Coroutine, TypeVar
+from typing import Any, AsyncIterator, Callable, Coroutine, TypeVar
 
 import pytest
 from kazoo.client import KazooClient
@@ -132,18 +133,29 @@ def test_user_names_are_sanitized_as_kafka_does() -> None:
     assert zp.user_of_entity_path("topics/alice") is None
 
 
+@contextlib.asynccontextmanager
+async def two_stores(zookeeper: ZooKeeperServer) -> AsyncIterator[tuple[ZkMetadataStore, ZkMetadataStore, "Raw"]]:
+    """Two brokers' stores on one ZooKeeper, started, and a raw kazoo view of the znodes."""
+    a, b = store(zookeeper, 1), store(zookeeper, 2)
+    await a.start()
+    await b.start()
+    raw = Raw(zookeeper)
+    try:
+        yield a, b, raw
+    finally:
+        raw.close()
+        await a.stop()
+        await b.stop()
+
+
 # ------------------------------------------------------------------ ACLs through ZooKeeper
 
 def test_acls_reach_the_other_broker_within_a_second_in_kafkas_znodes(
         zookeeper: ZooKeeperServer) -> None:
     async def main() -> None:
-        a, b = store(zookeeper, 1), store(zookeeper, 2)
-        await a.start()
-        await b.start()
-        raw = Raw(zookeeper)
-        b_events: list[object] = []
-        b.subscribe(b_events.append)
-        try:
+        async with two_stores(zookeeper) as (a, b, raw):
+            b_events: list[object] = []
+            b.subscribe(b_events.append)
             read = acl()
             write = acl(op=AclOperation.WRITE, host="10.0.0.7")
             prefixed = acl("billing-", AclOperation.READ, "User:bob", PatternType.PREFIXED,
@@ -182,10 +194,6 @@ def test_acls_reach_the_other_broker_within_a_second_in_kafkas_znodes(
             assert await raw("exists", "/kafka-acl-extended/prefixed/Group/billing-") is None
             await within(1.0, lambda: b.acls() == [], "last deletes seen by b")
             assert len(await raw("get_children", "/kafka-acl-changes")) == 3
-        finally:
-            raw.close()
-            await a.stop()
-            await b.stop()
 
     run(main())
 
@@ -193,11 +201,7 @@ def test_acls_reach_the_other_broker_within_a_second_in_kafkas_znodes(
 def test_concurrent_adds_to_one_resource_from_two_brokers_all_land(
         zookeeper: ZooKeeperServer) -> None:
     async def main() -> None:
-        a, b = store(zookeeper, 1), store(zookeeper, 2)
-        await a.start()
-        await b.start()
-        raw = Raw(zookeeper)
-        try:
+        async with two_stores(zookeeper) as (a, b, raw):
             from_a = [acl(principal=f"User:a{i}") for i in range(15)]
             from_b = [acl(principal=f"User:b{i}") for i in range(15)]
             await asyncio.gather(*(a.create_acls([x]) for x in from_a),
@@ -213,10 +217,6 @@ def test_concurrent_adds_to_one_resource_from_two_brokers_all_land(
                                  *(b.delete_acls([x]) for x in from_b))
             assert await raw("exists", "/kafka-acl/Topic/orders") is None
             await within(1.0, lambda: a.acls() == [] == b.acls(), "both caches empty")
-        finally:
-            raw.close()
-            await a.stop()
-            await b.stop()
 
     run(main())
 
@@ -253,11 +253,7 @@ def test_acls_written_by_kafkas_tools_are_followed_and_loaded_at_start(
 
 def test_old_change_notifications_are_purged(zookeeper: ZooKeeperServer) -> None:
     async def main() -> None:
-        a, b = store(zookeeper, 1), store(zookeeper, 2)
-        await a.start()
-        await b.start()
-        raw = Raw(zookeeper)
-        try:
+        async with two_stores(zookeeper) as (a, b, raw):
             for notes in b.acl_store.changes.values():
                 notes.expiry_ms = 300        # Kafka's is 15 minutes
             b.user_store.changes.expiry_ms = 300
@@ -281,10 +277,6 @@ def test_old_change_notifications_are_purged(zookeeper: ZooKeeperServer) -> None
                 await asyncio.sleep(0.01)
             else:
                 raise AssertionError("notifications older than the expiry were not purged")
-        finally:
-            raw.close()
-            await a.stop()
-            await b.stop()
 
     run(main())
 
@@ -294,13 +286,9 @@ def test_old_change_notifications_are_purged(zookeeper: ZooKeeperServer) -> None
 def test_scram_credentials_round_trip_with_kafkas_config_znodes(
         zookeeper: ZooKeeperServer) -> None:
     async def main() -> None:
-        a, b = store(zookeeper, 1), store(zookeeper, 2)
-        await a.start()
-        await b.start()
-        raw = Raw(zookeeper)
-        b_events: list[object] = []
-        b.subscribe(b_events.append)
-        try:
+        async with two_stores(zookeeper) as (a, b, raw):
+            b_events: list[object] = []
+            b.subscribe(b_events.append)
             # a quota someone set for alice must survive credential changes
             await raw("create", "/config/users/alice",
                       b'{"version":1,"config":{"producer_byte_rate":"1024"}}')
@@ -349,9 +337,5 @@ def test_scram_credentials_round_trip_with_kafkas_config_znodes(
             await late.start()
             assert late.scram_users() == b.scram_users() == a.scram_users()
             await late.stop()
-        finally:
-            raw.close()
-            await a.stop()
-            await b.stop()
 
     run(main())
