@@ -204,6 +204,12 @@ class BrokerConnection:
                     f"{e}, right after the TLS handshake (a listener with "
                     f"ssl.client.auth=required does this when it gets no certificate it "
                     f"trusts: see ssl.keystore.location)") from e
+            if tls is None and conn.api_versions_version < 0:
+                # Closed before answering ApiVersions: what a TLS listener does to a plaintext
+                # client (or a broker going down: it stays retriable).
+                raise KafkaConnectionError(
+                    f"{e} before answering ApiVersions (a TLS listener? see "
+                    f"security.protocol)") from e
             raise
         except BaseException:
             await conn.close()

@@ -443,3 +443,11 @@ def test_tls_to_a_server_that_drops_the_handshake_is_a_connection_error(ca: trus
                                                security=tls_security(ca, tmp_path))
             assert not isinstance(e.value, AuthenticationError)
     asyncio.run(main())
+
+
+def test_a_plaintext_client_at_a_tls_listener_is_told_what_it_may_be(ca: trustme.CA):
+    async def main() -> None:
+        async with FakeBroker(tls=server_context(ca, "localhost", HOST)) as broker:
+            with pytest.raises(KafkaConnectionError, match="a TLS listener\\? see security.protocol"):
+                await BrokerConnection.connect(HOST, broker.port, timeout=5)
+    asyncio.run(main())
