@@ -38,6 +38,7 @@ from .replication.partition import Partition
 from .replication.purgatory import FetchPurgatory
 from .replication.replica_manager import ReplicaManager
 from .server import handlers  # noqa: F401  (registers every handler)
+from .server.connection_quotas import ConnectionQuotas, connection_quotas
 from .server.dispatch import Dispatcher
 from .server.handlers.sasl import authenticate_token
 from .server.fetch_sessions import FetchSessionCache
@@ -71,7 +72,7 @@ class Broker:
     def __init__(self, config: BrokerConfig, clock: Callable[[], float] = time.monotonic,
                  wall_ms: Callable[[], int] = lambda: int(time.time() * 1000),
                  transports: dict[str, ListenerTransport] | None = None,
-                 inter_broker: ClientSecurity | None = None):
+                 inter_broker: ClientSecurity | None = None, quotas: ConnectionQuotas | None = None):
         """`transports`: each listener's TLS context (listener_transports(config));
         `inter_broker`: how to connect to other brokers (inter_broker_security(config)).
         Both are built before the loop starts, so a bad key store stops the broker with one
@@ -79,6 +80,7 @@ class Broker:
         self.config = config
         self.transports = transports if transports is not None else listener_transports(config)
         self.inter_broker = inter_broker if inter_broker is not None else inter_broker_security(config)
+        self.quotas = quotas if quotas is not None else connection_quotas(config)
         self.broker_id = config.broker_id   # standalone: -1 already became 0
         # Hot-path counters, kept whether or not the metrics port is set (plain ints: cheap).
         self.topic_stats = BrokerTopicStats()
@@ -225,7 +227,9 @@ class Broker:
                                  sasl_max_receive_size=self.config.get("sasl.server.max.receive.size"),
                                  raw_sasl=authenticate_token,
                                  failed_authentication_delay_ms=self.config.get(
-                                     "connection.failed.authentication.delay.ms"))
+                                     "connection.failed.authentication.delay.ms"),
+                                 quotas=self.quotas,
+                                 idle_timeout_ms=self.config.get("connections.max.idle.ms"))
             await server.start()
             self.servers.append(server)
         for server in self.servers:
@@ -317,8 +321,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 async def run(config: BrokerConfig, transports: dict[str, ListenerTransport] | None = None,
-              inter_broker: ClientSecurity | None = None) -> None:
-    broker = Broker(config, transports=transports, inter_broker=inter_broker)
+              inter_broker: ClientSecurity | None = None, quotas: ConnectionQuotas | None = None) -> None:
+    broker = Broker(config, transports=transports, inter_broker=inter_broker, quotas=quotas)
     await broker.start()
     print(f"strom broker {broker.broker_id} listening on {broker.describe_listeners()} "
           f"(advertised {broker.advertised.host}:{broker.advertised.port}), "
@@ -348,11 +352,12 @@ def main(argv: list[str] | None = None) -> int:
         config = BrokerConfig.load(args.config, overrides)
         transports = listener_transports(config)
         inter_broker = inter_broker_security(config)
+        quotas = connection_quotas(config)
     except (ConfigError, OSError) as e:
         print(f"strom: {e}", file=sys.stderr)
         return 1
     retain_freed_memory()
-    asyncio.run(run(config, transports, inter_broker))
+    asyncio.run(run(config, transports, inter_broker, quotas))
     return 0
 
 

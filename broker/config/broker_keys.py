@@ -109,6 +109,8 @@ BROKER_CONFIGS: tuple[ConfigKey, ...] = (
        "Max connections the broker accepts.", Range(0)),
     _b("max.connections.per.ip", "int", INT_MAX, "medium", CW,
        "Max connections from one IP address.", Range(0)),
+    _b("max.connections.per.ip.overrides", "string", "", "medium", CW,
+       "Per-IP (or host name) limits overriding max.connections.per.ip: host:count,..."),
     _b("connections.max.idle.ms", "long", 600000, "medium", RO,
        "Close connections idle longer than this."),
     _b("fetch.max.bytes", "int", 57671680, "medium", RO,

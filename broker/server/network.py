@@ -47,6 +47,8 @@ from clients.protocol.acl import ANONYMOUS
 from clients.protocol.framing import BIG_START, FrameReceiver
 from clients.protocol.types import DeferredBytes
 
+from .connection_quotas import ConnectionQuotas
+
 log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
@@ -126,6 +128,8 @@ class _FrameProtocol(WriteFlowControl, asyncio.BufferedProtocol):
         self._pump_again = False
         self._close_timer: asyncio.TimerHandle | None = None
         self._close_delay_s = 0.0   # after a failed authentication (Kafka's delay)
+        self.counted = False        # admitted by the server's ConnectionQuotas
+        self.last_active = self.loop.time()     # of a read or an answer (idle connections)
         self.closed: asyncio.Future = self.loop.create_future()
 
     # -- asyncio callbacks
@@ -133,6 +137,15 @@ class _FrameProtocol(WriteFlowControl, asyncio.BufferedProtocol):
         # On a TLS listener asyncio calls this once the handshake is done.
         self.transport = transport
         self.conn.peer = transport.get_extra_info("peername")
+        quotas = self.server.quotas
+        if quotas is not None:
+            refused = quotas.admit(self.server.listener_name, self.conn.host)
+            if refused is not None:
+                log.info("closing %s at once: %s", self.conn.peer, refused)
+                self.server._accept(self, transport)
+                self._abort()
+                return
+            self.counted = True
         if self.server.ssl_principal is not None:
             ssl_object = transport.get_extra_info("ssl_object")
             cert = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
@@ -150,6 +163,7 @@ class _FrameProtocol(WriteFlowControl, asyncio.BufferedProtocol):
 
     def buffer_updated(self, nbytes: int) -> None:
         self.server.bytes_in += nbytes
+        self.last_active = self.loop.time()
         # Large frames come out writable on purpose: nothing else holds their buffer, so
         # the log may patch offsets into it instead of copying it (append_as_leader).
         for frame in self.receiver.buffer_updated(nbytes):
@@ -178,6 +192,9 @@ class _FrameProtocol(WriteFlowControl, asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closing = True
         self.conn.closed = True
+        if self.counted and self.server.quotas is not None:
+            self.counted = False
+            self.server.quotas.release(self.server.listener_name, self.conn.host)
         self.fail_writers()
         for entry in self.pending:
             if entry.task is not None:
@@ -268,6 +285,7 @@ class _FrameProtocol(WriteFlowControl, asyncio.BufferedProtocol):
 
     def _finished(self, entry: _Pending) -> None:
         entry.done = True
+        self.last_active = self.loop.time()
         if self.conn.state.get("close_after_answer") and not self.closing:
             # A failed SASL authentication: answer, then close after
             # connection.failed.authentication.delay.ms, as Kafka does (a client reads the
@@ -539,13 +557,16 @@ class KafkaServer:
                  ssl_principal: Callable[[bytes | None], str] | None = None,
                  sasl_max_receive_size: int = 524288,
                  raw_sasl: Callable[["ConnectionInfo", bytes], bytes] | None = None,
-                 failed_authentication_delay_ms: int = 100):
+                 failed_authentication_delay_ms: int = 100,
+                 quotas: ConnectionQuotas | None = None, idle_timeout_ms: int = -1):
         """`ssl_context`: serve TLS (SSL and SASL_SSL listeners); `ssl_principal`: the
         principal of a client certificate (SSL listeners: who the connection is);
         `sasl_max_receive_size`: the largest frame before SASL authentication; `raw_sasl`:
         steps a connection's SASL exchange with a bare token (after SaslHandshake v0);
         `failed_authentication_delay_ms`: how long a refused connection stays open after
-        its answer."""
+        its answer; `quotas`: the broker's connection limits (shared by its listeners);
+        `idle_timeout_ms`: close a connection with nothing asked or answered for this long
+        (connections.max.idle.ms; -1: never)."""
         self.host = host
         self.port = port
         self.dispatch = dispatch
@@ -556,6 +577,9 @@ class KafkaServer:
         self.sasl_max_receive_size = sasl_max_receive_size
         self.raw_sasl = raw_sasl
         self.failed_authentication_delay_s = failed_authentication_delay_ms / 1000.0
+        self.quotas = quotas
+        self.idle_timeout_s = idle_timeout_ms / 1000.0 if idle_timeout_ms > 0 else None
+        self._idle_sweeper: asyncio.Task | None = None
         self.max_request_size = max_request_size
         self.send_buffer = send_buffer
         self.receive_buffer = receive_buffer
@@ -580,12 +604,27 @@ class KafkaServer:
                                                 reuse_address=True, ssl=self.ssl_context)
         sock = self._server.sockets[0]
         self.port = sock.getsockname()[1]
+        if self.idle_timeout_s is not None:
+            self._idle_sweeper = loop.create_task(self._close_idle(self.idle_timeout_s))
+
+    async def _close_idle(self, idle_s: float) -> None:
+        """Kafka's connections.max.idle.ms: a connection that asked nothing and was answered
+        nothing for that long is closed (a long-polling fetch is not idle: it is pending)."""
+        while True:
+            await asyncio.sleep(min(idle_s / 2, 30.0))
+            now = asyncio.get_running_loop().time()
+            for proto in list(self._connections):
+                if not proto.pending and not proto.closing and now - proto.last_active > idle_s:
+                    log.debug("closing %s: idle for %.0f s", proto.conn.peer, now - proto.last_active)
+                    proto._stop_reading()
 
     @property
     def bound_port(self) -> int:
         return self.port
 
     async def stop(self) -> None:
+        if self._idle_sweeper is not None:
+            self._idle_sweeper.cancel()
         if self._server is not None:
             self._server.close()
         protos = list(self._connections)
