@@ -14,14 +14,13 @@ PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required 
               'username="admin" password="admin-secret" user_admin="admin-secret";')
 
 
-def _start(tmp_path, props: dict[str, str]) -> subprocess.CompletedProcess:
+def _config(tmp_path, props: dict[str, str]) -> str:
     port = free_port()
     lines = {"log.dirs": str(tmp_path / "logs"), **props}
     lines = {k: v.replace("PORT", str(port)) for k, v in lines.items()}
     cfg = tmp_path / "server.properties"
     cfg.write_text("".join(f"{k}={v}\n" for k, v in lines.items()))
-    return subprocess.run([sys.executable, "-m", "broker", str(cfg)], cwd=REPO, capture_output=True,
-                          text=True, timeout=60)
+    return str(cfg)
 
 
 @pytest.fixture(scope="module")
@@ -88,13 +87,28 @@ def cases(pem) -> list[tuple[str, dict[str, str], str]]:
     ]
 
 
-def test_each_unenforceable_setting_stops_the_broker_with_one_line(tmp_path, pem):
+def test_each_unenforceable_setting_stops_the_broker_with_one_line(tmp_path, pem, capsys):
+    """broker.main.main() in this process (what `python -m broker` runs): it returns before
+    the broker would start, so each case costs no process start-up."""
+    from broker.main import main
     failures = []
     for i, (what, props, key) in enumerate(cases(pem)):
         d = tmp_path / str(i)
         d.mkdir()
-        r = _start(d, {"listeners": "PLAINTEXT://127.0.0.1:PORT", **props})
-        lines = [ln for ln in r.stderr.splitlines() if ln.startswith("strom: ")]
-        if r.returncode != 1 or len(lines) != 1 or key not in lines[0]:
-            failures.append(f"{what}: rc={r.returncode} stderr={r.stderr[-600:]!r}")
+        rc = main([_config(d, {"listeners": "PLAINTEXT://127.0.0.1:PORT", **props})])
+        err = capsys.readouterr().err
+        lines = [ln for ln in err.splitlines() if ln.startswith("strom: ")]
+        if rc != 1 or len(lines) != 1 or key not in lines[0]:
+            failures.append(f"{what}: rc={rc} stderr={err[-600:]!r}")
     assert not failures, "\n".join(failures)
+
+
+def test_the_broker_process_exits_with_the_line(tmp_path):
+    cfg = _config(tmp_path, {"listeners": "SASL_PLAINTEXT://127.0.0.1:PORT",
+                             "security.inter.broker.protocol": "SASL_PLAINTEXT"})
+    r = subprocess.run([sys.executable, "-m", "broker", cfg], cwd=REPO, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 1
+    assert [ln for ln in r.stderr.splitlines() if ln.startswith("strom: ")] == [
+        f"strom: {cfg}: sasl.enabled.mechanisms: GSSAPI is not supported by strom "
+        f"(listener SASL_PLAINTEXT); use PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"]
