@@ -8,7 +8,8 @@ used by the bin/kafka-*.sh wrappers and the console scripts:
     console_consumer  kafka-console-consumer   records -> stdout lines
     consumer_groups   kafka-consumer-groups    list / describe / delete groups, reset offsets
     get_offsets       kafka-get-offsets        earliest / latest / by-time offsets
-    configs           kafka-configs            describe / alter topic and broker configs
+    configs           kafka-configs            describe / alter topic and broker configs, users' SCRAM credentials
+    acls              kafka-acls               add / list / remove ACLs
     transactions      kafka-transactions       list / describe transactions, find and abort hanging ones
 
 Shared plumbing (bootstrap, properties files, timeouts, one-line errors) is in `common`.

@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 QUIET = {"log_level": 0}
 TOOLS = ("topics", "console-producer", "console-consumer", "consumer-groups", "get-offsets",
-         "configs", "transactions")
+         "configs", "acls", "transactions")
 
 
 @pytest.fixture(scope="module")
