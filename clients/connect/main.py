@@ -97,6 +97,7 @@ async def run_worker(config: WorkerConfig, connector_files: list[str] = (),  # t
     listener = f"http://{host or '0.0.0.0'}:{port}"
     rest = ConnectRestServer(herder, [listener], None, STROM_VERSION, "strom",
                              extra_routes=metrics.routes() + getattr(herder, "internal_routes", lambda: [])())
+    rest.ready = False
     await rest.start()
     worker_id, url = _advertised(config, rest.port)
     herder.worker_id = worker_id
@@ -111,6 +112,7 @@ async def run_worker(config: WorkerConfig, connector_files: list[str] = (),  # t
             created, _ = await herder.put_connector_config(name, cfg, allow_replace=False,
                                                            initial_state=state)
             log.info("connector %s %s from %s", name, "created" if created else "updated", path)
+        rest.ready = True
         if started is not None:
             started(url)
         await stop.wait()

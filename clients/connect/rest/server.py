@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 10 * 1024 * 1024
 REQUEST_TIMEOUT_S = 90.0            # Kafka's ConnectorsResource.REQUEST_TIMEOUT_MS
 HEALTHY = {"status": "healthy", "message": "Worker has completed startup and is ready to handle requests."}
+STARTING = {"status": "starting", "message": "Worker is still starting up."}
 UNHEALTHY_MESSAGE = "Worker was unable to handle a request in time and may be unable to handle others: "
 HEALTH_TIMEOUT_S = 10.0
 CONFLICT_MESSAGE = "Cannot complete request because of a conflicting operation (e.g. worker rebalance)"
@@ -85,6 +86,7 @@ class ConnectRestServer:
         self._bound_port: int | None = None
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
+        self.ready = True           # the worker sets False before start(), True once started
         self.app = web.Application(middlewares=[self._middleware], client_max_size=MAX_BODY_BYTES)
         self.app.add_routes([web.get("/", self.server_info), web.get("/health", self.health)])
         self.app.add_routes(ConnectorsResource(herder).routes())
@@ -161,6 +163,12 @@ class ConnectRestServer:
 
     @web.middleware
     async def _middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        if not self.ready:
+            # The listener opens before the herder has started (the worker's id needs the
+            # bound port); until then every request gets 503, as KIP-1017's "starting".
+            if request.path == "/health":
+                return json_response(STARTING, 503)
+            return error_response(503, "Worker is still starting up.")
         try:
             try:
                 async with asyncio.timeout(self.request_timeout):
