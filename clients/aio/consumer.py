@@ -78,6 +78,7 @@ class AsyncConsumer:
         self._subscription: set[str] = set()
         self._pattern: re.Pattern[str] | None = None
         self._listener: Any = None
+        self._missing_asked_at = 0.0
         # The first exception a listener callback raised, for poll() / unsubscribe() /
         # close() to raise once the rebalance step it interrupted has finished.
         self._listener_error: BaseException | None = None
@@ -280,6 +281,18 @@ class AsyncConsumer:
             assert self._group is not None
             self._group.request_rejoin("topics matching the pattern changed")
 
+    def _ask_for_missing_topics(self) -> None:
+        """A subscribed topic the cluster does not know yet: ask again about once a second
+        (Kafka's consumer keeps asking too), so a topic created later is read within
+        seconds rather than after metadata.max.age.ms."""
+        cluster = self._client.cluster
+        if not any(not cluster.partitions_for(t) for t in self._subscription):
+            return
+        now = asyncio.get_running_loop().time()
+        if now - self._missing_asked_at >= 1.0:
+            self._missing_asked_at = now
+            self._client.metadata.request_update()
+
     async def _ensure_group(self, timeout: float) -> bool:
         """Run the rebalances the group asks for (inside poll). A join still waiting for
         the other members after `timeout` stays in flight for the next poll (False), as
@@ -287,6 +300,7 @@ class AsyncConsumer:
         g = self._group
         assert g is not None
         self._refresh_pattern()
+        self._ask_for_missing_topics()
         if g.metadata_changed():
             g.request_rejoin("partition counts of subscribed topics changed")
         while (g.need_rejoin or self._join_task is not None) and self._subscribed:
