@@ -89,6 +89,11 @@ class ConnectWorker:
              *self.connector_files], cwd=REPO, env=env, stdout=self._log, stderr=subprocess.STDOUT)
         try:
             wait_for_port("127.0.0.1", self.port, timeout, self.proc)
+            # 503 until the herder has started (and, standalone, its connectors are created).
+            wait_until(lambda: self.proc.poll() is None and self.rest("GET", "/")[0] == 200
+                       or self.proc.poll() is not None, timeout, what="the worker ready")
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"worker exited with {self.proc.returncode}")
         except Exception:
             self.stop()
             raise RuntimeError(f"worker failed to start:\n{self.output()[-4000:]}")

@@ -118,3 +118,11 @@ def test_readme_layout_names_directories_that_exist():
         assert (ROOT / top).is_dir(), f"README's layout names {top}/"
     for sub in re.findall(r"\b([a-z_]+)/ \(", layout):
         assert any((ROOT / top / sub).is_dir() for top in tops), f"README's layout names {sub}/"
+
+
+def test_connect_docs_show_the_example_connector_the_tests_run():
+    """docs/CONNECT.md shows word_count.py whole, as the distributed test runs it."""
+    repo = DOC.parents[1]
+    doc = (repo / "docs/CONNECT.md").read_text()
+    example = (repo / "docs/examples/connect-plugins/word_count.py").read_text()
+    assert f"```python\n{example}```" in doc
