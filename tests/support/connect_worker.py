@@ -84,16 +84,16 @@ class ConnectWorker:
     def start(self, timeout: float = 30.0) -> "ConnectWorker":
         env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
         self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(
+        proc = self.proc = subprocess.Popen(
             [sys.executable, "-m", "clients.connect.main", self.mode, str(self.config_path),
              *self.connector_files], cwd=REPO, env=env, stdout=self._log, stderr=subprocess.STDOUT)
         try:
-            wait_for_port("127.0.0.1", self.port, timeout, self.proc)
+            wait_for_port("127.0.0.1", self.port, timeout, proc)
             # 503 until the herder has started (and, standalone, its connectors are created).
-            wait_until(lambda: self.proc.poll() is None and self.rest("GET", "/")[0] == 200
-                       or self.proc.poll() is not None, timeout, what="the worker ready")
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"worker exited with {self.proc.returncode}")
+            wait_until(lambda: proc.poll() is not None or self.rest("GET", "/")[0] == 200,
+                       timeout, what="the worker ready")
+            if proc.poll() is not None:
+                raise RuntimeError(f"worker exited with {proc.returncode}")
         except Exception:
             self.stop()
             raise RuntimeError(f"worker failed to start:\n{self.output()[-4000:]}")

@@ -76,5 +76,19 @@ def test_deck_flow_file_source_to_file_sink_with_curl(broker, tmp_path):
         assert body["demo-producer"]["status"]["type"] == "source"
         assert body["demo-consumer"]["status"]["type"] == "sink"
         assert body["demo-producer"]["status"]["connector"]["worker_id"] == worker.worker_id
+
+        # The worker's metrics, named as the JMX exporter names Kafka Connect's.
+        text = subprocess.run(["curl", "-s", worker.url + "/metrics"], capture_output=True,
+                              text=True, timeout=30, check=True).stdout
+        samples = dict(line.rsplit(" ", 1) for line in text.splitlines()
+                       if line and not line.startswith("#"))
+        assert float(samples["kafka_connect_connect_worker_metrics_connector_count"]) == 2
+        assert float(samples["kafka_connect_connect_worker_metrics_task_count"]) == 2
+        assert float(samples["kafka_connect_connect_worker_metrics_connector_running_task_count"]) == 2
+        labels = '{connector="demo-producer",task="0"}'
+        assert float(samples["kafka_connect_source_task_metrics_source_record_write_total" + labels]) >= LINES
+        labels = '{connector="demo-consumer",task="0"}'
+        assert float(samples["kafka_connect_sink_task_metrics_sink_record_send_total" + labels]) >= LINES
+        assert float(samples["kafka_connect_connect_worker_rebalance_metrics_completed_rebalances_total"]) >= 1
     finally:
         worker.stop()
