@@ -29,6 +29,7 @@ from aiohttp import web
 from clients.aio.client import KafkaClient
 from clients.config import resolve
 
+from ..api import ExactlyOnceSupport, SourceConnector
 from ..errors import AlreadyExistsError, BadRequestError, NotFoundError, NotLeaderError, RequestTimeoutError
 from .config_store import ClusterConfigState, KafkaConfigStore
 from .connector_config import check_valid, validate_connector
@@ -42,6 +43,24 @@ from .worker_config import WorkerConfig
 __all__ = ["DistributedHerder"]
 
 log = logging.getLogger("strom.connect.distributed")
+
+
+def check_exactly_once(cls: type, config: dict[str, str]) -> None:
+    """KIP-618's checks of a source connector on a worker with exactly-once support:
+    `exactly.once.support=required` needs the connector to say SUPPORTED, and strom commits
+    a transaction per poll() batch only (`transaction.boundary=poll`)."""
+    if not issubclass(cls, SourceConnector):
+        return
+    boundary = config.get("transaction.boundary", "poll").lower()
+    if boundary != "poll":
+        raise BadRequestError(f"Invalid value {boundary} for configuration transaction.boundary: "
+                              "strom's workers define transactions per poll() batch only (poll)")
+    if config.get("exactly.once.support", "requested").lower() == "required":
+        support = cls().exactly_once_support(config)
+        if support != ExactlyOnceSupport.SUPPORTED:
+            raise BadRequestError(
+                "The connector does not support exactly-once semantics with the provided "
+                f"configuration (exactly.once.support=required; it answered {support})")
 
 
 class DistributedHerder(HerderBase):
@@ -330,9 +349,11 @@ class DistributedHerder(HerderBase):
                                    initial_state: str | None = None) -> tuple[bool, dict[str, Any]]:
         config = check_connector_request(name, config)
         await self._leader_only("create or change a connector")
-        info, _ = await asyncio.get_running_loop().run_in_executor(
+        info, cls = await asyncio.get_running_loop().run_in_executor(
             None, validate_connector, self.plugins, config)
         check_valid(info)
+        if self.config.exactly_once:
+            check_exactly_once(cls, config)
         await self.configs.read_to_end()
         snap = self.snapshot()
         exists = name in snap.connector_configs
