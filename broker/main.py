@@ -32,6 +32,7 @@ from .heap import freeze_startup_objects, retain_freed_memory
 from .log import LogManager
 from .metadata_cache import MetadataCache
 from .metrics import BrokerMetrics, MetricSources
+from .metrics.http import load_http_framework
 from .replication.fetcher import FetcherSettings, ReplicaFetcherManager
 from .replication.isr_announcer import IsrChangeAnnouncer
 from .replication.partition import Partition
@@ -241,6 +242,10 @@ class Broker:
                     self.advertised.port = server.bound_port
 
     async def start(self) -> None:
+        if self.config.metrics_port >= 0:
+            # Before any listener opens: no client waits on the import (hundreds of ms),
+            # and the metrics port opens right after the Kafka listeners.
+            load_http_framework()
         if self.cluster_mode:
             # Listening before registering (Kafka's order): once the controller sees this
             # broker in ZooKeeper, its first UpdateMetadata can be delivered.
