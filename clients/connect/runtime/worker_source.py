@@ -55,7 +55,7 @@ class WorkerSourceTask:
         self._stopping = asyncio.Event()
         self._running = asyncio.Event()       # cleared while paused
         self._running.set()
-        self._pending: dict[Any, tuple[dict, dict]] = {}     # partition key -> (partition, offset)
+        self._pending: dict[Any, tuple[Any, Any]] = {}     # partition key -> (partition, offset)
         self._unacked: list[asyncio.Future] = []
         self._topics: set[str] = set()
         self._runner: asyncio.Task[None] | None = None
@@ -152,32 +152,43 @@ class WorkerSourceTask:
                 await self._commit()
                 next_commit = loop.time() + interval
 
-    async def _send(self, records: list[SourceRecord]) -> list[asyncio.Future]:
-        """Transform, convert and send each record; remember its offset for the commit."""
+    async def _send(self, records: list[SourceRecord]) -> None:
+        """Transform, convert and send the records (one send_batch per run of records for
+        the same topic, in order); remember each source partition's latest offset."""
         parts = self.parts
         pending = self._pending
+        connector = self.connector
         last_partition: Any = None
         last_key: Any = None
-        sent = []
+        run: list[tuple[Any, Any, Any, Any, Any]] = []
+        run_topic: str | None = None
+        sent = 0
         for record in records:
             out = parts.transform(record)
             if out is not None:
-                key, value, headers = parts.convert(out)
                 topic = out.topic
-                if topic not in self._topics:
-                    self._topics.add(topic)
-                    parts.topic_used(topic)
-                fut = await self.producer.send(topic, value, key, out.kafka_partition,
-                                               out.timestamp, headers)
-                sent.append(fut)
+                if topic != run_topic:
+                    if run:
+                        await self._send_run(run_topic, run)   # type: ignore[arg-type]
+                        run = []
+                    run_topic = topic
+                    if topic not in self._topics:
+                        self._topics.add(topic)
+                        parts.topic_used(topic)
+                key, value, headers = parts.convert(out)
+                run.append((key, value, headers, out.timestamp, out.kafka_partition))
+                sent += 1
             sp = record.source_partition
             if sp is not None and record.source_offset is not None:
                 if sp is not last_partition:      # most tasks reuse one partition dict
-                    last_partition, last_key = sp, offset_key(self.connector, sp)
-                pending[last_key] = (dict(sp), dict(record.source_offset))
-        self._unacked.extend(sent)
-        self.metrics.written(len(sent), len(records) - len(sent))
-        return sent
+                    last_partition, last_key = sp, offset_key(connector, sp)
+                pending[last_key] = (sp, record.source_offset)
+        if run:
+            await self._send_run(run_topic, run)   # type: ignore[arg-type]
+        self.metrics.written(sent, len(records) - sent)
+
+    async def _send_run(self, topic: str, run: list[tuple[Any, Any, Any, Any, Any]]) -> None:
+        self._unacked.append(await self.producer.send_batch(topic, run))
 
     async def _commit(self) -> None:
         """Write the offsets of everything sent so far, once all of it is acknowledged."""
@@ -188,6 +199,8 @@ class WorkerSourceTask:
         started = time.monotonic()
         try:
             await self.producer.flush(self.parts.offset_flush_timeout)
+            if not all(f.done() for f in unacked):
+                raise TimeoutError("a batch of records is still in flight")
         except Exception as e:
             # Not everything is acknowledged yet: keep the offsets for the next commit.
             log.warning("task %s-%d: offset commit skipped, records unacknowledged: %s",
