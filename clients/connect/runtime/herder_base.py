@@ -4,6 +4,7 @@ config validation, plugin listings, a connector's topics and its offsets (KIP-87
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import logging
 from typing import Any
@@ -38,6 +39,8 @@ class HerderBase:
         self.kafka_cluster_id = ""
         self.generation = 0
         self._background: set[asyncio.Task[Any]] = set()
+        self._status_queue: collections.deque[Any] = collections.deque()
+        self._status_writer: asyncio.Task[None] | None = None
         self.worker = Worker(config, plugins, offsets, self._report, self._topic_used, worker_id)
 
     def snapshot(self) -> ClusterConfigState:
@@ -56,13 +59,20 @@ class HerderBase:
         else:
             status = TaskStatus(instance, state, trace, self.worker_id, self.generation)
         log.info("%s is %s", instance if isinstance(instance, str) else "%s-%d" % instance, state)
-        self._spawn(self._put_status(status))
+        # One writer, in order: RUNNING then PAUSED must not land as PAUSED then RUNNING.
+        self._status_queue.append(status)
+        if self._status_writer is None or self._status_writer.done():
+            self._status_writer = asyncio.get_running_loop().create_task(self._write_statuses())
+            self._background.add(self._status_writer)
+            self._status_writer.add_done_callback(self._background.discard)
 
-    async def _put_status(self, status: Any) -> None:
-        try:
-            await self.statuses.put(status)
-        except Exception as e:
-            log.warning("status of %s not written: %r", status.id, e)
+    async def _write_statuses(self) -> None:
+        while self._status_queue:
+            status = self._status_queue.popleft()
+            try:
+                await self.statuses.put(status)
+            except Exception as e:
+                log.warning("status of %s not written: %r", status.id, e)
 
     def _topic_used(self, connector: str, task: int, topic: str) -> None:
         self._spawn(self.statuses.put_topic(connector, topic, task))

@@ -157,8 +157,7 @@ class Worker:
         name, index = tid
         report = lambda s, t: self.report(tid, s, t)          # noqa: E731
         try:
-            task_class = self.plugins.connector_class(connector_config["connector.class"])
-            connector_cls = task_class
+            connector_cls = self.plugins.connector_class(connector_config["connector.class"])
             task_cls = connector_cls().task_class()
             task = task_cls()
             parts = self._parts(tid, connector_config, report)
