@@ -359,10 +359,7 @@ class AsyncProducer(ProducerTransactions):
         hdrs = _headers(headers)
         size = record_size(key_bytes, value_bytes, hdrs)
         if size + BATCH_OVERHEAD > self._max_request_size or size > self._acc.buffer_memory:
-            raise MessageTooLargeError(
-                f"a record of about {size + BATCH_OVERHEAD} bytes is larger than "
-                f"max.request.size={self._max_request_size} or "
-                f"buffer.memory={self._acc.buffer_memory}")
+            raise self._too_large(size)
         partition, sticky = self._choose_partition(topic, key, key_bytes, value, value_bytes,
                                                    partition, cluster)
         if not self._acc.reserve(size):
@@ -379,6 +376,12 @@ class AsyncProducer(ProducerTransactions):
         self._append(topic, partition, sticky, key, key_bytes, value, value_bytes,
                      Record(key_bytes, value_bytes, hdrs, ts), size, waiter, loop.time(),
                      cluster, txn)
+
+    def _too_large(self, size: int) -> KafkaError:
+        return MessageTooLargeError(
+            f"a record of about {size + BATCH_OVERHEAD} bytes is larger than "
+            f"max.request.size={self._max_request_size} or "
+            f"buffer.memory={self._acc.buffer_memory}")
 
     def _choose_partition(self, topic: str, key: Any, key_bytes: bytes | None, value: Any,
                           value_bytes: bytes | None, partition: int | None,
@@ -446,10 +449,7 @@ class AsyncProducer(ProducerTransactions):
             hdrs = _headers(headers)
             size = record_size(key_bytes, value_bytes, hdrs)
             if size > limit:
-                raise MessageTooLargeError(
-                    f"a record of about {size + BATCH_OVERHEAD} bytes is larger than "
-                    f"max.request.size={self._max_request_size} or "
-                    f"buffer.memory={acc.buffer_memory}")
+                raise self._too_large(size)
             if partition is not None and partition >= len(cluster.partitions_for(topic)):
                 await self._wait_for_partitions(topic, partition, deadline)
             partition, sticky = self._choose_partition(topic, key, key_bytes, value,

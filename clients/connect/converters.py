@@ -13,8 +13,9 @@ from __future__ import annotations
 import codecs
 import decimal
 import json
-from typing import Any, Callable, ClassVar, Mapping
+from typing import Any, Callable, Mapping
 
+from .plugin_base import Plugin
 from .config_def import ConfigDef, ConfigException, Importance, Type as CType, in_values
 from .data import DataException, Schema, Type
 from .header_values import convert_to_string, java_double, parse_string
@@ -28,11 +29,9 @@ _OPTIONAL_BYTES = Schema.OPTIONAL_BYTES_SCHEMA
 TYPE_CONFIG = "converter.type"
 
 
-class Converter:
+class Converter(Plugin):
     """Kafka's Converter. `configure(configs, is_key)` once, then `from_connect_data` /
     `to_connect_data` per record; `config()` declares the keys."""
-
-    KAFKA_NAME: ClassVar[str] = ""
 
     def configure(self, configs: Mapping[str, Any], is_key: bool = False) -> None:
         pass
@@ -43,21 +42,9 @@ class Converter:
     def to_connect_data(self, topic: str, value: bytes | None) -> tuple[Schema | None, Any]:
         raise NotImplementedError
 
-    def config(self) -> ConfigDef:
-        return ConfigDef()
 
-    def close(self) -> None:
-        pass
-
-    def version(self) -> str:
-        from clients.aio import STROM_VERSION
-        return STROM_VERSION
-
-
-class HeaderConverter:
+class HeaderConverter(Plugin):
     """Kafka's HeaderConverter: one header value <-> bytes."""
-
-    KAFKA_NAME: ClassVar[str] = ""
 
     def configure(self, configs: Mapping[str, Any], is_key: bool = False) -> None:
         pass
@@ -69,16 +56,6 @@ class HeaderConverter:
     def to_connect_header(self, topic: str, header_key: str,
                           value: bytes | None) -> tuple[Schema | None, Any]:
         raise NotImplementedError
-
-    def config(self) -> ConfigDef:
-        return ConfigDef()
-
-    def close(self) -> None:
-        pass
-
-    def version(self) -> str:
-        from clients.aio import STROM_VERSION
-        return STROM_VERSION
 
 
 def _converter_config_def() -> ConfigDef:

@@ -32,6 +32,23 @@ def wait_for_port(host: str, port: int, timeout: float = 20.0, proc: subprocess.
     raise TimeoutError(f"nothing listening on {host}:{port} after {timeout}s")
 
 
+def kill9(proc: subprocess.Popen | None) -> None:
+    if proc is not None and proc.poll() is None:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+
+
+def terminate(proc: subprocess.Popen, timeout: float) -> None:
+    """SIGTERM, then SIGKILL after `timeout` seconds."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
 class BrokerProcess:
     """One standalone broker. `overrides` are extra server.properties lines; "{port}" in one
     is replaced by the broker's port (`listeners=SASL_SSL://127.0.0.1:{port}`)."""
@@ -78,20 +95,12 @@ class BrokerProcess:
         return self
 
     def kill9(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
+        kill9(self.proc)
 
     def stop(self, timeout: float = 15.0) -> int | None:
         if self.proc is None:
             return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        terminate(self.proc, timeout)
         self._log.close()
         return self.proc.returncode
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -15,7 +14,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Callable
 
-from tests.support.broker_process import REPO, free_port, wait_for_port
+from tests.support.broker_process import REPO, free_port, kill9, terminate, wait_for_port
 
 
 def rest(url: str, method: str = "GET", body: Any = None, timeout: float = 30.0,
@@ -103,20 +102,12 @@ class ConnectWorker:
         return rest(self.url + path, method, body, **kw)
 
     def kill9(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
+        kill9(self.proc)
 
     def stop(self, timeout: float = 30.0) -> int | None:
         if self.proc is None:
             return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        terminate(self.proc, timeout)
         self._log.close()
         return self.proc.returncode
 

@@ -84,6 +84,23 @@ class HerderBase:
         finally:
             await admin.close()
 
+    # ------------------------------------------------------------------ changes
+
+    async def put_connector_config(self, name: str, config: dict[str, str], allow_replace: bool,
+                                   initial_state: str | None = None) -> tuple[bool, dict[str, Any]]:
+        raise NotImplementedError
+
+    async def patch_connector_config(self, name: str, patch: dict[str, str | None]) -> dict[str, Any]:
+        """KIP-477: the current config with `patch` merged in (a None value removes a key)."""
+        current = await self.connector_config(name)
+        for k, v in patch.items():
+            if v is None:
+                current.pop(k, None)
+            else:
+                current[k] = str(v)
+        _, info = await self.put_connector_config(name, current, allow_replace=True)
+        return info
+
     # ------------------------------------------------------------------ reads
 
     def _require(self, name: str) -> ClusterConfigState:

@@ -38,7 +38,7 @@ from clients.types import ConsumerRecord, NewTopic, RecordMetadata, TopicPartiti
 
 from ..api import ConnectError
 
-__all__ = ["KafkaBasedLog", "KeyPositions", "client_settings"]
+__all__ = ["KafkaBasedLog", "KeyPositions", "LogBacked", "client_settings"]
 
 log = logging.getLogger("strom.connect.kafka_log")
 
@@ -317,3 +317,18 @@ class KafkaBasedLog:
         """Wait until every record sent so far is acknowledged (or failed)."""
         if self._producer is not None:
             await self._producer.flush()
+
+
+class LogBacked:
+    """A store over one KafkaBasedLog (`self.log`): its life is the log's."""
+
+    log: KafkaBasedLog
+
+    async def start(self) -> None:
+        await self.log.start()
+
+    async def stop(self) -> None:
+        await self.log.stop()
+
+    async def read_to_end(self) -> None:
+        await self.log.read_to_end()

@@ -30,7 +30,7 @@ from typing import Any, Mapping, Sequence
 from clients.types import ConsumerRecord
 
 from ..api import ConnectError
-from .kafka_log import KafkaBasedLog, KeyPositions
+from .kafka_log import KafkaBasedLog, KeyPositions, LogBacked
 
 __all__ = ["offset_key", "offset_value", "parse_offset_record", "dumps_json", "OffsetStore",
            "FileOffsetStore", "KafkaOffsetStore"]
@@ -235,7 +235,7 @@ class FileOffsetStore(OffsetStore):
             os.close(dfd)
 
 
-class KafkaOffsetStore(OffsetStore):
+class KafkaOffsetStore(LogBacked, OffsetStore):
     """Offsets in a compacted topic (distributed's `offset.storage.topic`, Kafka's
     KafkaOffsetBackingStore), read with read_committed. A write is applied to memory once
     acknowledged; records other workers write (or transactions commit) are applied as the
@@ -250,14 +250,6 @@ class KafkaOffsetStore(OffsetStore):
                                  self._consume, read_committed=True, config_key=config_key,
                                  purpose="source connector offsets")
 
-    async def start(self) -> None:
-        await self.log.start()
-
-    async def stop(self) -> None:
-        await self.log.stop()
-
-    async def read_to_end(self) -> None:
-        await self.log.read_to_end()
 
     def _consume(self, record: ConsumerRecord) -> None:
         key = record.key if isinstance(record.key, bytes) else None

@@ -87,16 +87,6 @@ class StandaloneHerder(HerderBase):
             await self._start_connector(name)
         return not exists, await self.connector_info(name)
 
-    async def patch_connector_config(self, name: str, patch: dict[str, str | None]) -> dict[str, Any]:
-        current = await self.connector_config(name)
-        for k, v in patch.items():
-            if v is None:
-                current.pop(k, None)
-            else:
-                current[k] = str(v)
-        _, info = await self.put_connector_config(name, current, allow_replace=True)
-        return info
-
     async def delete_connector(self, name: str) -> None:
         async with self._lock:
             self._require(name)

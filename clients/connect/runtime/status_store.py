@@ -29,7 +29,7 @@ from typing import Any, Mapping
 from clients.types import ConsumerRecord
 
 from ..api import ConnectError
-from .kafka_log import KafkaBasedLog, KeyPositions
+from .kafka_log import KafkaBasedLog, KeyPositions, LogBacked
 from .offset_store import dumps_json
 
 __all__ = ["ConnectorStatus", "TaskStatus", "TopicStatus", "StatusStore", "MemoryStatusStore",
@@ -308,7 +308,7 @@ class MemoryStatusStore(StatusStore):
         return 0, self._offset - 1
 
 
-class KafkaStatusStore(StatusStore):
+class KafkaStatusStore(LogBacked, StatusStore):
     """Statuses in the status topic (Kafka's KafkaStatusBackingStore; compacted, 5
     partitions by default)."""
 
@@ -321,14 +321,6 @@ class KafkaStatusStore(StatusStore):
                                  self._consume, read_committed=False, config_key=config_key,
                                  purpose="connector and task statuses")
 
-    async def start(self) -> None:
-        await self.log.start()
-
-    async def stop(self) -> None:
-        await self.log.stop()
-
-    async def read_to_end(self) -> None:
-        await self.log.read_to_end()
 
     def _newer(self, key: str, partition: int, offset: int) -> bool:
         return self._order.newer(key, partition, offset)

@@ -6,8 +6,9 @@ A transformation instance belongs to one task: `apply` is called from one thread
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, ClassVar, Mapping
+from typing import Any, Callable, Mapping
 
+from ..plugin_base import Plugin
 from ..api import ConnectRecord, SinkRecord
 from ..config_def import ConfigDef, ConfigException
 from ..data import DataException, Schema, SchemaBuilder, Struct
@@ -19,12 +20,10 @@ __all__ = ["Transformation", "Predicate", "KeyValueTransformation", "OnKey", "On
            "define_replace_null", "field_getter"]
 
 
-class Transformation:
+class Transformation(Plugin):
     """Kafka's Transformation: `configure(props)` once, `apply(record)` per record (a new
     record, the same one, or None to drop it), `close()` at the end. `config()` declares
     the keys; `KAFKA_NAME` is Kafka's class name (e.g. "...InsertField$Value")."""
-
-    KAFKA_NAME: ClassVar[str] = ""
 
     def configure(self, configs: Mapping[str, Any]) -> None:
         pass
@@ -32,37 +31,15 @@ class Transformation:
     def apply(self, record: ConnectRecord) -> ConnectRecord | None:
         raise NotImplementedError
 
-    def config(self) -> ConfigDef:
-        return ConfigDef()
 
-    def close(self) -> None:
-        pass
-
-    def version(self) -> str:
-        from clients.aio import STROM_VERSION
-        return STROM_VERSION
-
-
-class Predicate:
+class Predicate(Plugin):
     """Kafka's Predicate: `test(record)` decides whether a transformation applies."""
-
-    KAFKA_NAME: ClassVar[str] = ""
 
     def configure(self, configs: Mapping[str, Any]) -> None:
         pass
 
     def test(self, record: ConnectRecord) -> bool:
         raise NotImplementedError
-
-    def config(self) -> ConfigDef:
-        return ConfigDef()
-
-    def close(self) -> None:
-        pass
-
-    def version(self) -> str:
-        from clients.aio import STROM_VERSION
-        return STROM_VERSION
 
 
 class KeyValueTransformation(Transformation):
