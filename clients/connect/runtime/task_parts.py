@@ -3,16 +3,18 @@ and converters, the status it reports, the topics it used (KIP-558) and its coun
 The worker builds one `TaskParts` per task; the task loops only call it."""
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Coroutine
 
 from clients.types import TIMESTAMP_LOG_APPEND_TIME, ConsumerRecord
 
 from ..api import ConnectRecord, SinkRecord
+from .plugin_calls import PluginCaller
 
-__all__ = ["TaskParts", "TaskState", "TaskMetrics"]
+__all__ = ["TaskParts", "TaskState", "TaskMetrics", "TaskRunner"]
 
 log = logging.getLogger("strom.connect.task")
 
@@ -135,3 +137,46 @@ class TaskParts:
         if out is None:
             self.metrics.records_filtered += 1
         return out
+
+
+class TaskRunner:
+    """What a source and a sink task at work share: identity, state, the plugin caller, the
+    runner task and waiting for it to end. Subclasses write `_run()`."""
+
+    kind = ""
+
+    def __init__(self, connector: str, task_id: int, task: Any, config: dict[str, str],
+                 parts: TaskParts):
+        self.connector = connector
+        self.task_id = task_id
+        self.task = task
+        self.config = config
+        self.parts = parts
+        self.state = TaskState(parts.report)
+        self.caller = PluginCaller(f"{connector}-{task_id}")
+        self.metrics = parts.metrics
+        self._stopping = asyncio.Event()
+        self._topics: set[str] = set()
+        self._runner: asyncio.Task[None] | None = None
+
+    def _run(self) -> Coroutine[Any, Any, None]:
+        raise NotImplementedError
+
+    def _start_runner(self) -> None:
+        self._runner = asyncio.get_running_loop().create_task(
+            self._run(), name=f"connect-{self.kind}-{self.connector}-{self.task_id}")
+
+    async def _wait_runner(self, timeout: float) -> None:
+        """Wait for the loop to end after `_stopping` was set; cancel it after `timeout`."""
+        if self._runner is None:
+            return
+        done, _ = await asyncio.wait([self._runner], timeout=timeout)
+        if not done:
+            log.warning("task %s-%d did not stop within %.1fs: abandoned",
+                        self.connector, self.task_id, timeout)
+            self._runner.cancel()
+            await asyncio.wait([self._runner])
+
+    @property
+    def done(self) -> bool:
+        return self._runner is not None and self._runner.done()

@@ -16,44 +16,33 @@ from clients.aio import AsyncConsumer
 from clients.types import OffsetAndMetadata, TopicPartition
 
 from ..api import RetriableError, SinkTask, SinkTaskContext
-from .plugin_calls import PluginCaller
-from .task_parts import TaskParts, TaskState
+from .task_parts import TaskParts, TaskRunner
 
 __all__ = ["WorkerSinkTask"]
 
 log = logging.getLogger("strom.connect.sink")
 
 
-class WorkerSinkTask:
+class WorkerSinkTask(TaskRunner):
     kind = "sink"
 
     def __init__(self, connector: str, task_id: int, task: SinkTask, config: dict[str, str],
                  parts: TaskParts, consumer: AsyncConsumer, topics: list[str], regex: str | None):
-        self.connector = connector
-        self.task_id = task_id
-        self.task = task
-        self.config = config
-        self.parts = parts
+        super().__init__(connector, task_id, task, config, parts)
+        self.task: SinkTask = task
         self.consumer = consumer
         self.topics = topics
         self.regex = regex
-        self.state = TaskState(parts.report)
-        self.caller = PluginCaller(f"{connector}-{task_id}")
         self.context = SinkTaskContext(config)
-        self.metrics = parts.metrics
-        self._stopping = asyncio.Event()
         self._paused = False
         self._current: dict[TopicPartition, int] = {}     # next offset to commit, per partition
         self._committed: dict[TopicPartition, int] = {}
-        self._topics: set[str] = set()
-        self._runner: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
     def start(self, paused: bool) -> None:
         self._paused = paused
-        self._runner = asyncio.get_running_loop().create_task(
-            self._run(), name=f"connect-sink-{self.connector}-{self.task_id}")
+        self._start_runner()
 
     def pause(self) -> None:
         self._paused = True
@@ -65,13 +54,7 @@ class WorkerSinkTask:
 
     async def stop(self, timeout: float) -> None:
         self._stopping.set()
-        if self._runner is not None:
-            done, _ = await asyncio.wait([self._runner], timeout=timeout)
-            if not done:
-                log.warning("task %s-%d did not stop within %.1fs: abandoned",
-                            self.connector, self.task_id, timeout)
-                self._runner.cancel()
-                await asyncio.wait([self._runner])
+        await self._wait_runner(timeout)
         try:    # leaving the group closes the task's partitions (close()) first, as Kafka's
             await self.consumer.close(autocommit=False)
         except Exception as e:
@@ -81,10 +64,6 @@ class WorkerSinkTask:
         except Exception as e:
             log.warning("task %s-%d: stop() failed: %r", self.connector, self.task_id, e)
         self.caller.close()
-
-    @property
-    def done(self) -> bool:
-        return self._runner is not None and self._runner.done()
 
     # ------------------------------------------------------------------ rebalance listener
 

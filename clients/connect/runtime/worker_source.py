@@ -25,15 +25,14 @@ from clients.aio import AsyncProducer
 
 from ..api import ConnectError, OffsetStorageReader, SourceRecord, SourceTask, SourceTaskContext
 from .offset_store import OffsetStore, offset_key, offset_value
-from .plugin_calls import PluginCaller
-from .task_parts import TaskParts, TaskState
+from .task_parts import TaskParts, TaskRunner
 
 __all__ = ["WorkerSourceTask"]
 
 log = logging.getLogger("strom.connect.source")
 
 
-class WorkerSourceTask:
+class WorkerSourceTask(TaskRunner):
     """Runs `task` until stop(); `state` is RUNNING, PAUSED, FAILED or UNASSIGNED."""
 
     kind = "source"
@@ -41,33 +40,23 @@ class WorkerSourceTask:
     def __init__(self, connector: str, task_id: int, task: SourceTask, config: dict[str, str],
                  parts: TaskParts, producer: AsyncProducer, offsets: OffsetStore,
                  exactly_once: bool, offsets_topic: str | None):
-        self.connector = connector
-        self.task_id = task_id
-        self.task = task
-        self.config = config
-        self.parts = parts
+        super().__init__(connector, task_id, task, config, parts)
+        self.task: SourceTask = task
         self.producer = producer
         self.offsets = offsets
         self.exactly_once = exactly_once
         self.offsets_topic = offsets_topic
-        self.state = TaskState(parts.report)
-        self.caller = PluginCaller(f"{connector}-{task_id}")
-        self._stopping = asyncio.Event()
         self._running = asyncio.Event()       # cleared while paused
         self._running.set()
         self._pending: dict[Any, tuple[Any, Any]] = {}     # partition key -> (partition, offset)
         self._unacked: list[asyncio.Future] = []
-        self._topics: set[str] = set()
-        self._runner: asyncio.Task[None] | None = None
-        self.metrics = parts.metrics
 
     # ------------------------------------------------------------------ lifecycle
 
     def start(self, paused: bool) -> None:
         if paused:
             self._running.clear()
-        self._runner = asyncio.get_running_loop().create_task(
-            self._run(), name=f"connect-source-{self.connector}-{self.task_id}")
+        self._start_runner()
 
     def pause(self) -> None:
         self._running.clear()
@@ -90,22 +79,12 @@ class WorkerSourceTask:
                 await asyncio.wait_for(asyncio.get_running_loop().run_in_executor(None, stop_call), timeout)
         except Exception as e:
             log.warning("task %s-%d: stop() failed: %r", self.connector, self.task_id, e)
-        if self._runner is not None:
-            done, _ = await asyncio.wait([self._runner], timeout=timeout)
-            if not done:
-                log.warning("task %s-%d did not stop within %.1fs: abandoned",
-                            self.connector, self.task_id, timeout)
-                self._runner.cancel()
-                await asyncio.wait([self._runner])
+        await self._wait_runner(timeout)
         self.caller.close()
         try:
             await self.producer.close(timeout=timeout)
         except Exception as e:
             log.info("task %s-%d: closing the producer: %r", self.connector, self.task_id, e)
-
-    @property
-    def done(self) -> bool:
-        return self._runner is not None and self._runner.done()
 
     # ------------------------------------------------------------------ the loop
 
