@@ -8,9 +8,11 @@ ready when its first batch is full, has waited `linger.ms`, a flush or close is 
 or a send is waiting for buffer memory. A broker that is ready for one partition gets the
 first batch of every partition it leads, full or not, so one ProduceRequest carries all.
 
-Draining *closes* a batch: it is given its producer id, epoch and base sequence and built
-once with `build_batch` (compressed then); a retry resends the same bytes. Per-record work
-is only what `append` does: a list append and a size estimate.
+Per-record work is only what `append` does: the record is encoded into its batch at once
+(clients/protocol/record_writer.py), its size estimate counted, and a send()'s future
+remembered (a send_batch() is counted per call, not per record). Draining *closes* a
+batch: it is given its producer id, epoch and base sequence, and its header is written
+(the records section compressed then); a retry resends the same bytes.
 
 Ordering and idempotence (Kafka's rules): sequence numbers are assigned per partition in
 drain order. A batch that must be retried goes back to the head of its partition's queue in
@@ -37,34 +39,60 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 from collections import deque
-from typing import Callable, Iterable, Sequence, Union
+from typing import Callable, Iterable, Union
 
 from clients.protocol.batch_header import HEADER_SIZE
-from clients.protocol.records import Record, build_batch
+from clients.protocol.record_writer import BatchWriter
 from clients.types import DeliveryCallback, RecordMetadata, TopicPartition
 
-__all__ = ["ProducerBatch", "RecordAccumulator", "record_size", "BATCH_OVERHEAD"]
+__all__ = ["ProducerBatch", "RecordAccumulator", "Countdown", "record_size", "BATCH_OVERHEAD"]
 
 BATCH_OVERHEAD = HEADER_SIZE
 _RECORD_OVERHEAD = 21        # attributes, the largest timestamp/offset deltas, lengths
-_HEADER_OVERHEAD = 10
 
 NO_SEQUENCE = -1
+_new_tuple = tuple.__new__
 INT32_MAX = 2**31 - 1
 
 # A record's future: asyncio's (AsyncProducer) or concurrent.futures' (Producer).
 RecordFuture = Union["asyncio.Future[RecordMetadata]", "concurrent.futures.Future[RecordMetadata]"]
-# (future, timestamp, key size, value size, on_delivery or None)
+# A send()'s record: (future, timestamp, key size, value size, on_delivery or None)
 Waiter = tuple[RecordFuture, int, int, int, DeliveryCallback | None]
+# ... and in its batch: (future, offset delta, timestamp, key size, value size, on_delivery)
+BatchWaiter = tuple[RecordFuture, int, int, int, int, DeliveryCallback | None]
 
 
-def record_size(key: bytes | None, value: bytes | None,
-                headers: Sequence[tuple[str, bytes | None]]) -> int:
-    """Upper-bound estimate of a record's encoded size in a batch (uncompressed)."""
-    n = _RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
-    for hk, hv in headers:
-        n += _HEADER_OVERHEAD + len(hk) * 4 + (len(hv) if hv else 0)
-    return n
+class Countdown:
+    """The one waiter of a send_batch(): counts its records' deliveries down and resolves
+    `future` with their number once all are delivered, or fails it with the first error."""
+
+    __slots__ = ("future", "left", "total", "armed")
+
+    def __init__(self, future: "asyncio.Future[int]"):
+        self.future = future
+        self.left = 0               # records appended and not yet delivered
+        self.total = 0
+        self.armed = False          # every record of the call is appended
+
+    def delivered(self, n: int) -> None:
+        self.left -= n
+        self.settle()
+
+    def settle(self) -> None:
+        if self.left == 0 and self.armed and not self.future.done():
+            self.future.set_result(self.total)
+
+    def failed(self, error: BaseException) -> None:
+        if not self.future.done():
+            self.future.set_exception(error)
+            self.future.exception()     # retrieved, as send()'s futures: an abort is no news
+
+
+def record_size(key: bytes | None, value: bytes | None, headers: bytes = b"") -> int:
+    """Upper-bound estimate of a record's encoded size in a batch (uncompressed); `headers`
+    as clients.protocol.record_writer.encode_headers gives them."""
+    return (_RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
+            + len(headers))
 
 
 def _resolve(fut: RecordFuture, md: RecordMetadata) -> None:
@@ -79,17 +107,21 @@ def _reject(fut: RecordFuture, error: Exception) -> None:
             fut.exception()  # asyncio: mark retrieved; callers may rely on callbacks alone
 
 
-class ProducerBatch:
-    """Records for one partition, sent and acknowledged together."""
+class ProducerBatch(BatchWriter):
+    """Records for one partition, sent and acknowledged together. Each record is encoded
+    into the batch as it is appended (BatchWriter); what is kept per record is only the
+    waiter of a `send()` (its future, offset delta and sizes). Records appended by a
+    `send_batch()` are counted per call in `runs` instead (one countdown each)."""
 
-    __slots__ = ("tp", "records", "waiters", "size", "created", "deadline", "attempts",
+    __slots__ = ("tp", "waiters", "runs", "size", "created", "deadline", "attempts",
                  "retry_at", "producer_id", "producer_epoch", "base_sequence", "built",
                  "done", "_done_callbacks", "in_flight", "error_on_retry")
 
     def __init__(self, tp: TopicPartition, now: float, deadline: float):
+        super().__init__()
         self.tp = tp
-        self.records: list[Record] = []
-        self.waiters: list[Waiter] = []
+        self.waiters: list[BatchWaiter] = []
+        self.runs: list[list] = []        # [countdown, records of it in this batch]
         self.size = BATCH_OVERHEAD
         self.created = now
         self.deadline = deadline          # delivery.timeout.ms from creation
@@ -105,40 +137,55 @@ class ProducerBatch:
         self._done_callbacks: list[Callable[[], None]] = []
 
     def __repr__(self) -> str:
-        return (f"<ProducerBatch {self.tp} n={len(self.records)} seq={self.base_sequence} "
+        return (f"<ProducerBatch {self.tp} n={self.count} seq={self.base_sequence} "
                 f"attempts={self.attempts}>")
 
     @property
     def record_count(self) -> int:
-        return len(self.records)
+        return self.count
 
     @property
     def last_sequence(self) -> int:
-        return (self.base_sequence + len(self.records) - 1) & INT32_MAX
+        return (self.base_sequence + self.count - 1) & INT32_MAX
 
     @property
     def is_retry(self) -> bool:
         return self.attempts > 0
 
-    def has_room(self, size: int, batch_size: int) -> bool:
-        return not self.records or self.size + size <= batch_size
+    @property
+    def is_open(self) -> bool:
+        """Records may still be appended: not closed for sending, not a retry."""
+        return self.base_sequence == NO_SEQUENCE and self.attempts == 0 and self.built is None
 
-    def append(self, record: Record, size: int, waiter: Waiter) -> int:
-        """Add a record; returns its offset delta in the batch."""
-        self.records.append(record)
-        self.waiters.append(waiter)
+    def has_room(self, size: int, batch_size: int) -> bool:
+        return not self.count or self.size + size <= batch_size
+
+    def add(self, timestamp: int, key: bytes | None, value: bytes | None, headers: bytes,
+            size: int, waiter: "Waiter | Countdown") -> None:
+        """Encode a record into the batch; `waiter` hears of its outcome: a send()'s
+        (future, timestamp, key size, value size, on_delivery) or a send_batch()'s
+        countdown."""
+        delta = self.count
+        self.append(timestamp, key, value, headers)
         self.size += size
-        return len(self.records) - 1
+        if type(waiter) is tuple:
+            fut, ts, ksz, vsz, cb = waiter
+            self.waiters.append((fut, delta, ts, ksz, vsz, cb))
+        else:
+            runs = self.runs
+            if runs and runs[-1][0] is waiter:
+                runs[-1][1] += 1
+            else:
+                runs.append([waiter, 1])
 
     def build(self, compression: int, level: int | None, transactional: bool = False) -> bytes:
         """The batch's bytes; built once, again only if its producer identity changed."""
         if self.built is None:
-            self.built = build_batch(self.records, compression=compression,
+            self.built = self.finish(compression=compression, compression_level=level,
                                      producer_id=self.producer_id,
                                      producer_epoch=self.producer_epoch,
                                      base_sequence=self.base_sequence,
-                                     is_transactional=transactional,
-                                     compression_level=level)
+                                     transactional=transactional)
         return self.built
 
     def reset_sequence(self) -> None:
@@ -158,26 +205,34 @@ class ProducerBatch:
             return
         self.done = True
         topic, partition = self.tp
-        for delta, (fut, ts, ksz, vsz, cb) in enumerate(self.waiters):
-            md = RecordMetadata(topic, partition, base_offset + delta if base_offset >= 0 else -1,
-                                log_append_time if log_append_time != -1 else ts, ksz, vsz)
+        known = base_offset >= 0
+        for fut, delta, ts, ksz, vsz, cb in self.waiters:
+            # tuple.__new__: half the cost of the namedtuple's own constructor
+            md = _new_tuple(RecordMetadata, (topic, partition,
+                                             base_offset + delta if known else -1,
+                                             log_append_time if log_append_time != -1 else ts,
+                                             ksz, vsz))
             _resolve(fut, md)
             if cb is not None:
                 _call(cb, None, md)
+        for countdown, n in self.runs:
+            countdown.delivered(n)
         self._finish()
 
     def fail(self, error: Exception) -> None:
         if self.done:
             return
         self.done = True
-        for fut, _, _, _, cb in self.waiters:
+        for fut, _, _, _, _, cb in self.waiters:
             _reject(fut, error)
             if cb is not None:
                 _call(cb, error, None)
+        for countdown, _ in self.runs:
+            countdown.failed(error)
         self._finish()
 
     def _finish(self) -> None:
-        self.records = []       # the bytes may still be needed by nobody: free them
+        self.buf = bytearray()  # nobody needs the bytes any more: free them
         self.built = None
         callbacks, self._done_callbacks = self._done_callbacks, []
         for fn in callbacks:
@@ -248,28 +303,40 @@ class RecordAccumulator:
 
     # ------------------------------------------------------------------ appending
 
-    def append(self, tp: TopicPartition, record: Record, size: int, waiter: Waiter,
-               now: float, abort_on_new_batch: bool = False) -> tuple[ProducerBatch | None, bool]:
-        """Append a record whose memory is reserved. Returns (batch, created) where
-        `created` says a new batch was opened, or (None, False) when
-        `abort_on_new_batch` and the record would open one (the sticky partitioner then
-        moves on and the caller appends elsewhere)."""
-        dq = self.batches.get(tp)
+    def append(self, tp: tuple[str, int], timestamp: int, key: bytes | None,
+               value: bytes | None, headers: bytes, size: int, waiter: "Waiter | Countdown",
+               now: float, abort_on_new_batch: bool = False) -> ProducerBatch | None:
+        """Append a record whose memory is reserved (`headers` encoded by
+        clients.protocol.record_writer.encode_headers) to the open batch of `tp`, or to a
+        new one (then its `count` is 1). None when `abort_on_new_batch` and the record
+        would open a new batch (the sticky partitioner then moves on and the caller
+        appends elsewhere). `tp` may be a plain (topic, partition) tuple when the partition
+        has batches already."""
+        # (A plain tuple hashes and compares as the TopicPartition key.)
+        dq = self.batches.get(tp)  # type: ignore[call-overload]
         if dq is None:
-            dq = self.batches[tp] = deque()
-        if dq:
+            dq = self.batches[TopicPartition(*tp)] = deque()
+        elif dq:
             last = dq[-1]
-            if last.base_sequence == NO_SEQUENCE and not last.is_retry and last.has_room(
-                    size, self.batch_size):
-                last.append(record, size, waiter)
-                return last, False
+            if last.is_open and last.has_room(size, self.batch_size):
+                last.add(timestamp, key, value, headers, size, waiter)
+                return last
         if abort_on_new_batch:
-            return None, False
-        batch = ProducerBatch(tp, now, now + self.delivery_timeout)
-        batch.append(record, size, waiter)
+            return None
+        batch = ProducerBatch(TopicPartition(*tp), now, now + self.delivery_timeout)
+        batch.add(timestamp, key, value, headers, size, waiter)
         dq.append(batch)
         self.incomplete.add(batch)
-        return batch, True
+        return batch
+
+    def open_batch(self, tp: TopicPartition) -> ProducerBatch | None:
+        """The batch records of `tp` would be appended to now, if it is open."""
+        dq = self.batches.get(tp)
+        if dq:
+            last = dq[-1]
+            if last.is_open:
+                return last
+        return None
 
     # ------------------------------------------------------------------ sending
 
@@ -361,7 +428,7 @@ class RecordAccumulator:
             batch.producer_epoch = self.producer_epoch
             batch.base_sequence = seq
             batch.built = None
-            self.next_sequence[batch.tp] = (seq + len(batch.records)) & INT32_MAX
+            self.next_sequence[batch.tp] = (seq + batch.count) & INT32_MAX
         return batch.build(self.compression, self.compression_level, self.transactional)
 
     # ------------------------------------------------------------------ outcomes

@@ -94,6 +94,11 @@ class ClusterMetadata:
         t = self.topic(topic)
         return sorted(t.partitions) if t else []
 
+    def partition_count(self, topic: str) -> int:
+        """How many partitions `topic` has (0 when unknown); cheaper than partitions_for."""
+        t = self.topics.get(topic)
+        return len(t.partitions) if t is not None and t.error_code == 0 else 0
+
     def available_partitions_for(self, topic: str) -> list[int]:
         """Partitions of `topic` that have a leader right now."""
         t = self.topic(topic)

@@ -56,12 +56,12 @@ from clients.config import ClientConfig, ConfigError, acks_value, resolve
 from clients.partitioner import DefaultPartitioner, PartitionerFn
 from clients.protocol.compression import codec_for_name
 from clients.protocol.errors import BY_NAME, KafkaError, for_code
-from clients.protocol.records import Record
+from clients.protocol.record_writer import encode_headers
 from clients.protocol.schema import Struct
 from clients.types import DeliveryCallback, RecordMetadata, TopicPartition
 
-from .accumulator import (BATCH_OVERHEAD, ProducerBatch, RecordAccumulator, RecordFuture,
-                          record_size)
+from .accumulator import (BATCH_OVERHEAD, Countdown, ProducerBatch, RecordAccumulator,
+                          RecordFuture, record_size)
 from .client import KafkaClient
 from .connection import BrokerConnection
 from .errors import KafkaConnectionError, KafkaTimeoutError
@@ -115,37 +115,15 @@ def _as_bytes(obj: Any, what: str) -> bytes | None:
                     f"(got {type(obj).__name__})")
 
 
-def _headers(headers: Headers) -> list[tuple[str, bytes | None]]:
+_NO_HEADERS = b"\x00"
+
+
+def _encoded_headers(headers: Headers) -> bytes:
+    """A record's headers as they go into its batch."""
     if not headers:
-        return []
+        return _NO_HEADERS
     items = headers.items() if isinstance(headers, Mapping) else headers
-    return [(k, _as_bytes(v, "header value")) for k, v in items]
-
-
-class _Countdown:
-    """The one waiter of a send_batch(): counts deliveries down, fails on the first error.
-    Looks like a future to the batches (done / set_result / set_exception)."""
-
-    __slots__ = ("future", "left", "total", "armed")
-
-    def __init__(self, future: "asyncio.Future[int]"):
-        self.future = future
-        self.left = 0
-        self.total = 0
-        self.armed = False          # every record of the call is appended
-
-    def done(self) -> bool:
-        return self.future.done()
-
-    def set_result(self, _: Any) -> None:
-        self.left -= 1
-        if self.left == 0 and self.armed and not self.future.done():
-            self.future.set_result(self.total)
-
-    def set_exception(self, error: BaseException) -> None:
-        if not self.future.done():
-            self.future.set_exception(error)
-            self.future.exception()     # retrieved, as send()'s futures: an abort is no news
+    return encode_headers([(k, _as_bytes(v, "header value")) for k, v in items])
 
 
 def _resolver(f: "asyncio.Future[None]") -> Callable[[], None]:
@@ -338,7 +316,8 @@ class AsyncProducer(ProducerTransactions):
                     blocked_since: float | None = None) -> None:
         """Append one record whose outcome goes to `fut` (an asyncio or concurrent future).
         max.block.ms counts from `blocked_since` (time.monotonic(), the loop's clock) when
-        the record waited before reaching here (the sync Producer's hand-off)."""
+        the record waited before reaching here (the sync Producer's hand-off). The
+        per-record path of send(): keep it lean."""
         if self._closed:
             raise ProducerClosedError("send() on a closed producer")
         txn = self._txn
@@ -347,35 +326,37 @@ class AsyncProducer(ProducerTransactions):
         if not self._started:
             await self.start()
         loop = asyncio.get_running_loop()
-        deadline = (loop.time() if blocked_since is None else blocked_since) + self._max_block
+        since = loop.time() if blocked_since is None else blocked_since
         cluster = self._client.cluster
-        num = len(cluster.partitions_for(topic))
+        num = cluster.partition_count(topic)
         if num == 0 or (partition is not None and partition >= num):
-            await self._wait_for_partitions(topic, partition, deadline)
+            await self._wait_for_partitions(topic, partition, since + self._max_block)
             cluster = self._client.cluster
-        key_bytes = self._key_ser(topic, key) if self._key_ser else _as_bytes(key, "key")
-        value_bytes = (self._value_ser(topic, value) if self._value_ser
-                       else _as_bytes(value, "value"))
-        hdrs = _headers(headers)
+        key_ser, value_ser = self._key_ser, self._value_ser
+        key_bytes = (key if key is None and key_ser is None
+                     else key_ser(topic, key) if key_ser else _as_bytes(key, "key"))
+        value_bytes = (value if type(value) is bytes and value_ser is None
+                       else value_ser(topic, value) if value_ser else _as_bytes(value, "value"))
+        hdrs = _encoded_headers(headers) if headers else _NO_HEADERS
         size = record_size(key_bytes, value_bytes, hdrs)
-        if size + BATCH_OVERHEAD > self._max_request_size or size > self._acc.buffer_memory:
+        acc = self._acc
+        if size + BATCH_OVERHEAD > self._max_request_size or size > acc.buffer_memory:
             raise self._too_large(size)
         partition, sticky = self._choose_partition(topic, key, key_bytes, value, value_bytes,
                                                    partition, cluster)
-        if not self._acc.reserve(size):
-            await self._wait_for_memory(size, deadline)
-        if txn is not None:
-            try:
-                txn.state.check_send()          # again: the awaits above may have ended it
-            except Exception:
-                self._acc.used -= size
-                raise
+        if not acc.reserve(size):
+            await self._wait_for_memory(size, since + self._max_block)
+            if txn is not None:
+                try:
+                    txn.state.check_send()      # again: the wait may have ended it
+                except Exception:
+                    acc.used -= size
+                    raise
         ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
         waiter = (fut, ts, -1 if key_bytes is None else len(key_bytes),
                   -1 if value_bytes is None else len(value_bytes), on_delivery)
-        self._append(topic, partition, sticky, key, key_bytes, value, value_bytes,
-                     Record(key_bytes, value_bytes, hdrs, ts), size, waiter, loop.time(),
-                     cluster, txn)
+        self._append(topic, partition, sticky, key, key_bytes, value, value_bytes, ts, hdrs,
+                     size, waiter, loop.time(), cluster, txn)
 
     def _too_large(self, size: int) -> KafkaError:
         return MessageTooLargeError(
@@ -397,25 +378,26 @@ class AsyncProducer(ProducerTransactions):
         return partition, False
 
     def _append(self, topic: str, partition: int, sticky: bool, key: Any,
-                key_bytes: bytes | None, value: Any, value_bytes: bytes | None, record: Record,
-                size: int, waiter: Any, now: float, cluster: Any,
-                txn: "TransactionManager | None") -> None:
+                key_bytes: bytes | None, value: Any, value_bytes: bytes | None, ts: int,
+                headers: bytes, size: int, waiter: Any, now: float, cluster: Any,
+                txn: "TransactionManager | None") -> ProducerBatch:
         """Put a record whose memory is reserved into its partition's batch."""
         acc = self._acc
-        batch, created = acc.append(TopicPartition(topic, partition), record, size, waiter, now,
-                                    abort_on_new_batch=sticky)
+        batch = acc.append((topic, partition), ts, key_bytes, value_bytes, headers, size,
+                           waiter, now, abort_on_new_batch=sticky)
         if batch is None:
             # KIP-480: the sticky partition's batch is full; move on, then place the record.
             assert self._sticky_hook is not None
             self._sticky_hook(topic, cluster, partition)
             partition = self._partitioner(topic, key, key_bytes, value, value_bytes, cluster)
-            batch, created = acc.append(TopicPartition(topic, partition), record, size,
-                                        waiter, now)
-        assert batch is not None
+            batch = acc.append((topic, partition), ts, key_bytes, value_bytes, headers, size,
+                               waiter, now)
+            assert batch is not None
         if txn is not None:
             txn.add_partition(batch.tp)
-        if created or batch.size >= acc.batch_size:
-            self._wake.set()
+        if batch.count == 1 or batch.size >= acc.batch_size:
+            self._wake.set()        # a new batch (its linger starts) or a full one
+        return batch
 
     async def send_batch(self, topic: str,
                          records: Iterable[tuple[Any, Any, Headers, int | None, int | None]]
@@ -423,8 +405,10 @@ class AsyncProducer(ProducerTransactions):
         """Buffer many records of one topic, each (key, value, headers, timestamp_ms,
         partition), in order; returns ONE future that resolves to their count once every
         one is delivered, or fails with the first error. Cheaper per record than send()
-        (no future and no coroutine per record): for callers that track delivery per batch,
-        such as Kafka Connect's source tasks. Raises at once as send() does."""
+        (no future and no coroutine per record, and a run of records without key or
+        partition goes straight into the sticky partition's open batch): for callers
+        that track delivery per batch, such as Kafka Connect's source tasks. Raises at
+        once as send() does."""
         if self._closed:
             raise ProducerClosedError("send_batch() on a closed producer")
         self._client.raise_authentication_error()
@@ -435,41 +419,68 @@ class AsyncProducer(ProducerTransactions):
             await self.start()
         loop = asyncio.get_running_loop()
         done: asyncio.Future[int] = loop.create_future()
-        waiting = _Countdown(done)
+        waiting = Countdown(done)
         deadline = loop.time() + self._max_block
-        if not self._client.cluster.partitions_for(topic):
+        if not self._client.cluster.partition_count(topic):
             await self._wait_for_partitions(topic, None, deadline)
         key_ser, value_ser, acc = self._key_ser, self._value_ser, self._acc
         limit = min(self._max_request_size - BATCH_OVERHEAD, acc.buffer_memory)
+        batch_size = acc.batch_size
+        # Keyless records placed by the default partitioner go to the topic's sticky
+        # partition until its batch is full: while `sticky_batch` has room they are added
+        # to it directly (nothing can move the sticky partition or close the batch until
+        # this loop awaits something).
+        plain_sticky = type(self._partitioner) is DefaultPartitioner
+        sticky_batch: ProducerBatch | None = None
+        now = loop.time()
         count = 0
         for key, value, headers, timestamp_ms, partition in records:
-            cluster = self._client.cluster
-            key_bytes = key_ser(topic, key) if key_ser else _as_bytes(key, "key")
-            value_bytes = value_ser(topic, value) if value_ser else _as_bytes(value, "value")
-            hdrs = _headers(headers)
+            key_bytes = (key if key is None and key_ser is None
+                         else key_ser(topic, key) if key_ser else _as_bytes(key, "key"))
+            value_bytes = (value if type(value) is bytes and value_ser is None
+                           else value_ser(topic, value) if value_ser
+                           else _as_bytes(value, "value"))
+            hdrs = _encoded_headers(headers) if headers else _NO_HEADERS
             size = record_size(key_bytes, value_bytes, hdrs)
             if size > limit:
                 raise self._too_large(size)
-            if partition is not None and partition >= len(cluster.partitions_for(topic)):
-                await self._wait_for_partitions(topic, partition, deadline)
-            partition, sticky = self._choose_partition(topic, key, key_bytes, value,
-                                                       value_bytes, partition, cluster)
             if not acc.reserve(size):
+                sticky_batch = None
                 await self._wait_for_memory(size, loop.time() + self._max_block)
                 if txn is not None:
-                    txn.state.check_send()
+                    try:
+                        txn.state.check_send()  # again: the wait may have ended it
+                    except BaseException:
+                        acc.used -= size
+                        raise
+                now = loop.time()
             ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
-            waiter = (waiting, ts, -1 if key_bytes is None else len(key_bytes),
-                      -1 if value_bytes is None else len(value_bytes), None)
             waiting.left += 1
             count += 1
-            self._append(topic, partition, sticky, key, key_bytes, value, value_bytes,
-                         Record(key_bytes, value_bytes, hdrs, ts), size, waiter, loop.time(),
-                         cluster, txn)
+            if (sticky_batch is not None and partition is None and key_bytes is None
+                    and sticky_batch.size + size <= batch_size):
+                sticky_batch.add(ts, None, value_bytes, hdrs, size, waiting)
+                if sticky_batch.size >= batch_size:
+                    self._wake.set()
+                continue
+            cluster = self._client.cluster
+            try:
+                if partition is not None and partition >= cluster.partition_count(topic):
+                    sticky_batch = None
+                    await self._wait_for_partitions(topic, partition, deadline)
+                    cluster = self._client.cluster
+                partition, sticky = self._choose_partition(topic, key, key_bytes, value,
+                                                           value_bytes, partition, cluster)
+            except BaseException:
+                acc.used -= size        # the record is refused: its memory is free again
+                waiting.left -= 1
+                raise
+            batch = self._append(topic, partition, sticky, key, key_bytes, value, value_bytes,
+                                 ts, hdrs, size, waiting, now, cluster, txn)
+            sticky_batch = batch if sticky and plain_sticky and key_bytes is None else None
         waiting.total = count
         waiting.armed = True
-        if waiting.left == 0 and not done.done():
-            done.set_result(count)
+        waiting.settle()
         return done
 
     async def _wait_for_partitions(self, topic: str, partition: int | None,

@@ -17,7 +17,6 @@ from clients.aio.transactions import (ABORTABLE_ERROR, ABORTING, COMMITTING, FAT
                                       TransactionManager, TransactionStateError, TxnState,
                                       group_fields, offsets_by_topic)
 from clients.protocol.errors import BY_NAME
-from clients.protocol.records import Record
 from clients.types import OffsetAndMetadata, TopicPartition
 
 T0, T1, T2 = TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("u", 0)
@@ -137,9 +136,8 @@ def test_the_accumulator_gate_and_transactional_flag():
     acc.reset_producer(7, 1)
     allowed: set[TopicPartition] = set()
     acc.gate = allowed.__contains__
-    rec = Record(None, b"v", [], 0)
     for tp in (T0, T1):
-        acc.append(tp, rec, record_size(None, b"v", []), (None, 0, -1, 1, None), 0.0)  # type: ignore[arg-type]
+        acc.append(tp, 0, None, b"v", b"\x00", record_size(None, b"v"), (None, 0, -1, 1, None), 0.0)  # type: ignore[arg-type]
     nodes, _, _ = acc.ready(lambda tp: 1, 1.0)
     assert nodes == set()                            # nothing added yet: nothing to send
     allowed.add(T1)

@@ -4,7 +4,6 @@ import asyncio
 
 from clients.aio.errors import KafkaConnectionError
 from clients.aio.producer import AsyncProducer
-from clients.protocol.records import Record
 from clients.types import TopicPartition
 
 
@@ -27,7 +26,7 @@ def test_an_unreachable_leader_is_retried_at_the_backoff_not_in_a_loop():
         p._leader_of = lambda tp: 7
         tp = TopicPartition("t", 0)
         assert p._acc.reserve(100)
-        p._acc.append(tp, Record(None, b"x"), 100, (None, 0, -1, 1, None),
+        p._acc.append(tp, 0, None, b"x", b"\x00", 100, (None, 0, -1, 1, None),
                       asyncio.get_running_loop().time())
         sender = asyncio.get_running_loop().create_task(p._sender_loop())
         await asyncio.sleep(0.5)
@@ -74,8 +73,8 @@ def test_nothing_is_drained_for_a_broker_until_its_connection_is_open():
         batches = []
         for partition in range(3):
             assert p._acc.reserve(100)
-            b, _ = p._acc.append(TopicPartition("t", partition), Record(None, b"x"), 100,
-                                 (None, 0, -1, 1, None), loop.time())
+            b = p._acc.append(TopicPartition("t", partition), 0, None, b"x", b"\x00", 100,
+                              (None, 0, -1, 1, None), loop.time())
             batches.append(b)
         sender = loop.create_task(p._sender_loop())
         await asyncio.sleep(0.3)
