@@ -87,10 +87,10 @@ class TaskParts:
         self.offset_flush_interval = offset_flush_interval
         self.offset_flush_timeout = offset_flush_timeout
         self.metrics = TaskMetrics(kind)
-        self._no_transforms = not getattr(chain, "transformations", None)
+        self.no_transforms = not getattr(chain, "transformations", None)
 
     def transform(self, record: ConnectRecord) -> Any:
-        if self._no_transforms:
+        if self.no_transforms:
             return record
         try:
             return self.chain.apply(record)
@@ -101,17 +101,10 @@ class TaskParts:
             log.warning("transform failed, record skipped (errors.tolerance=all): %r", e)
             return None
 
-    def convert(self, record: ConnectRecord) -> tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]]]:
-        """A source record's key, value and headers as bytes."""
-        topic = record.topic
-        key = (None if record.key is None and record.key_schema is None
-               else self.key_converter.from_connect_data(topic, record.key_schema, record.key))
-        value = self.value_converter.from_connect_data(topic, record.value_schema, record.value)
-        headers = []
-        if record.headers:
-            hc = self.header_converter
-            headers = [(k, hc.from_connect_header(topic, k, None, v)) for k, v in record.headers]
-        return key, value, headers
+    def header_bytes(self, topic: str, headers: Any) -> list[tuple[str, bytes | None]]:
+        """A source record's headers as the header converter writes them."""
+        hc = self.header_converter
+        return [(k, hc.from_connect_header(topic, k, None, v)) for k, v in headers]
 
     def sink_record(self, r: ConsumerRecord) -> SinkRecord | None:
         """A consumed record in Connect's model, transformed (None: dropped or skipped)."""

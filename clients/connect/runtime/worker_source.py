@@ -133,35 +133,53 @@ class WorkerSourceTask(TaskRunner):
 
     async def _send(self, records: list[SourceRecord]) -> None:
         """Transform, convert and send the records (one send_batch per run of records for
-        the same topic, in order); remember each source partition's latest offset."""
+        the same topic, in order); remember each source partition's latest offset. One
+        tight loop: this is the worker's per-record path."""
         parts = self.parts
         pending = self._pending
         connector = self.connector
+        transform = None if parts.no_transforms else parts.transform
+        key_to_bytes = parts.key_converter.from_connect_data
+        value_to_bytes = parts.value_converter.from_connect_data
+        headers_to_bytes = parts.header_bytes
+        # The source partition seen last (most tasks reuse one dict), its key in the
+        # offsets store and its latest offset: written to `pending` when it changes.
         last_partition: Any = None
         last_key: Any = None
+        last_offset: Any = None
         run: list[tuple[Any, Any, Any, Any, Any]] = []
+        add = run.append
         run_topic: str | None = None
         sent = 0
         for record in records:
-            out = parts.transform(record)
+            out = record if transform is None else transform(record)
             if out is not None:
                 topic = out.topic
                 if topic != run_topic:
                     if run:
                         await self._send_run(run_topic, run)   # type: ignore[arg-type]
                         run = []
+                        add = run.append
                     run_topic = topic
                     if topic not in self._topics:
                         self._topics.add(topic)
                         parts.topic_used(topic)
-                key, value, headers = parts.convert(out)
-                run.append((key, value, headers, out.timestamp, out.kafka_partition))
+                key = out.key
+                add((None if key is None and out.key_schema is None
+                     else key_to_bytes(topic, out.key_schema, key),
+                     value_to_bytes(topic, out.value_schema, out.value),
+                     headers_to_bytes(topic, out.headers) if out.headers else None,
+                     out.timestamp, out.kafka_partition))
                 sent += 1
             sp = record.source_partition
             if sp is not None and record.source_offset is not None:
-                if sp is not last_partition:      # most tasks reuse one partition dict
+                if sp is not last_partition:
+                    if last_partition is not None:
+                        pending[last_key] = (last_partition, last_offset)
                     last_partition, last_key = sp, offset_key(connector, sp)
-                pending[last_key] = (sp, record.source_offset)
+                last_offset = record.source_offset
+        if last_partition is not None:
+            pending[last_key] = (last_partition, last_offset)
         if run:
             await self._send_run(run_topic, run)   # type: ignore[arg-type]
         self.metrics.written(sent, len(records) - sent)
