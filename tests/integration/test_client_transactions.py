@@ -103,14 +103,20 @@ def test_commit_and_abort_over_three_partitions(cluster):
     p.abort_transaction(30)
 
     p.begin_transaction()
-    never = p.send(topic, b"never-sent", partition=1)
-    p.abort_transaction(30)                              # dropped before it was sent
-    assert isinstance(never.exception(5), TransactionAbortedError)
-
-    p.begin_transaction()
     p.send(topic, b"last", partition=0)
     p.commit_transaction(30)
     p.close()
+
+    # A record still lingering when the transaction is aborted is dropped, never sent (a
+    # linger longer than the test, so that no scheduling delay can let it go out first).
+    lingering = Producer(bootstrap_servers=c.bootstrap, transactional_id=f"tx-{uuid.uuid4()}",
+                         linger_ms=600_000)
+    lingering.init_transactions(60)
+    lingering.begin_transaction()
+    never = lingering.send(topic, b"never-sent", partition=1)
+    lingering.abort_transaction(30)
+    assert isinstance(never.exception(5), TransactionAbortedError)
+    lingering.close()
 
     committed = sorted([b"commit-%02d" % i for i in range(30)] + [b"last"])
     everything = sorted(committed + [b"abort-%02d" % i for i in range(12)])
