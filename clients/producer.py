@@ -34,8 +34,10 @@ records sent before them to reach the core.
 """
 from __future__ import annotations
 
+import asyncio
 import collections
 import concurrent.futures
+import concurrent.futures._base as _futures_base
 import threading
 import time
 from typing import Any, Iterable, Mapping
@@ -56,6 +58,46 @@ _Handed = tuple["concurrent.futures.Future[RecordMetadata]", str, Any, Any, int 
 _Marker = tuple["concurrent.futures.Future[None]"]
 
 
+class RecordFuture(concurrent.futures.Future):
+    """The concurrent.futures.Future that send() returns, with its producer's lock instead
+    of a Condition of its own: making a Future's Condition was a fifth of a send() loop's
+    time. Because any record's completion wakes every waiter of the producer, waiting
+    re-checks after each wake-up until this future is done or the timeout is over.
+    Everything else (callbacks, concurrent.futures.wait/as_completed) is Future's own."""
+
+    def __init__(self, condition: threading.Condition):
+        # Future.__init__ without its Condition (tests/unit/test_producer_record_future.py
+        # checks these are still all of a Future's attributes).
+        self._condition = condition
+        self._state = _futures_base.PENDING
+        self._result = None
+        self._exception = None
+        self._waiters: list[Any] = []
+        self._done_callbacks: list[Any] = []
+
+    def _wait_done(self, timeout: float | None) -> None:
+        pending = (_futures_base.PENDING, _futures_base.RUNNING)
+        with self._condition:
+            if timeout is None:
+                while self._state in pending:
+                    self._condition.wait()
+                return
+            deadline = time.monotonic() + timeout
+            while self._state in pending:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self._condition.wait(left)
+
+    def result(self, timeout: float | None = None) -> Any:
+        self._wait_done(timeout)
+        return super().result(0)        # done (or TimeoutError after `timeout`)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        self._wait_done(timeout)
+        return super().exception(0)
+
+
 class Producer:
     """Kafka producer with blocking calls; see the module docstring."""
 
@@ -72,7 +114,8 @@ class Producer:
         self._max_block = self._core.config["max.block.ms"] / 1000.0
         self._handoff: collections.deque[_Handed | _Marker] = collections.deque()
         self._handoff_lock = threading.Lock()
-        self._handoff_slots = threading.Semaphore(_HANDOFF_LIMIT)
+        self._handoff_room = threading.Condition(self._handoff_lock)   # the queue is full
+        self._futures_lock = threading.Condition()      # shared by the RecordFutures
         self._draining = False  # a drain task is scheduled or running
 
     @staticmethod
@@ -91,52 +134,90 @@ class Producer:
         txn = self._core._txn
         if txn is not None:
             txn.state.check_send()      # checked again on the I/O thread, at append
-        if not self._handoff_slots.acquire(timeout=self._max_block):
-            raise KafkaTimeoutError(
-                f"send to {topic}: {_HANDOFF_LIMIT} records waited for the I/O thread longer "
-                f"than max.block.ms={self.config['max.block.ms']} (buffer.memory full?)")
-        fut: concurrent.futures.Future[RecordMetadata] = concurrent.futures.Future()
+        fut = RecordFuture(self._futures_lock)
         # max.block.ms counts from here, not from when the I/O thread gets to the record.
         self._hand_off((fut, topic, value, key, partition, timestamp_ms, headers, on_delivery,
-                        time.monotonic()))
+                        time.monotonic()), topic)
         return fut
 
-    def _hand_off(self, item: _Handed | _Marker) -> None:
-        with self._handoff_lock:
-            self._handoff.append(item)
-            start = not self._draining
-            self._draining = True
-        if start:
+    def _wait_for_room(self, topic: str) -> None:
+        """With the hand-off lock held: wait until the I/O thread took the queued records."""
+        deadline = time.monotonic() + self._max_block
+        while len(self._handoff) >= _HANDOFF_LIMIT:
+            left = deadline - time.monotonic()
+            if left <= 0 or self._closed:
+                raise KafkaTimeoutError(
+                    f"send to {topic}: {_HANDOFF_LIMIT} records waited for the I/O thread "
+                    f"longer than max.block.ms={self.config['max.block.ms']} (buffer.memory "
+                    "full?)")
+            self._handoff_room.wait(left)
+
+    def _hand_off(self, item: _Handed | _Marker, topic: str = "") -> None:
+        """Queue `item` for the I/O thread and make sure a drain will see it. No lock on the
+        way unless the queue is full or no drain runs (deque appends are atomic)."""
+        handoff = self._handoff
+        if len(handoff) >= _HANDOFF_LIMIT and len(item) > 1:
+            with self._handoff_lock:
+                self._wait_for_room(topic)
+        handoff.append(item)
+        if not self._draining:
+            with self._handoff_lock:
+                if self._draining:
+                    return
+                self._draining = True
             self._loop.call_soon(self._start_drain)
 
     def _start_drain(self) -> None:
         self._loop.loop.create_task(self._drain(), name="strom-producer-handoff")
 
     async def _drain(self) -> None:
-        """On the I/O thread: append handed-off records in order. A 1-tuple is a marker
-        (flush/close waiting for what was queued before it)."""
+        """On the I/O thread: append handed-off records in order, all that are queued at
+        a time. A 1-tuple is a marker (flush/close waiting for what was queued before
+        it). A record whose topic's metadata is known and that finds buffer memory is
+        appended without a coroutine (`_append_now`)."""
+        core = self._core
+        handoff = self._handoff
         while True:
-            with self._handoff_lock:
-                if not self._handoff:
+            if not handoff:
+                with self._handoff_lock:
                     self._draining = False
+                # A send() that read _draining before it was cleared has appended by now:
+                # look again, and go on unless a new drain was started for it.
+                if not handoff:
                     return
-                item = self._handoff.popleft()
-            if len(item) == 1:
-                item[0].set_result(None)
-                continue
-            fut, topic, value, key, partition, timestamp_ms, headers, on_delivery, since = item
-            self._handoff_slots.release()
-            try:
-                await self._core._send(fut, topic, value, key, partition, timestamp_ms, headers,
-                                       on_delivery, blocked_since=since)
-            except Exception as e:  # the record's own failure: report it, carry on
-                if not fut.done():
-                    fut.set_exception(e)
-                if on_delivery is not None:
-                    try:
-                        on_delivery(e, None)
-                    except Exception:
-                        pass
+                with self._handoff_lock:
+                    if self._draining:
+                        return
+                    self._draining = True
+            items = [handoff.popleft() for _ in range(len(handoff))]
+            with self._handoff_lock:
+                self._handoff_room.notify_all()
+            now = asyncio.get_running_loop().time()
+            for item in items:
+                if len(item) == 1:
+                    item[0].set_result(None)
+                    continue
+                (fut, topic, value, key, partition, timestamp_ms, headers, on_delivery,
+                 since) = item
+                try:
+                    num = core._client.cluster.partition_count(topic)
+                    if core._started and num and (partition is None or partition < num):
+                        core._check_sendable()
+                        waiting = core._append_now(fut, topic, value, key, partition,
+                                                   timestamp_ms, headers, on_delivery, now)
+                        if waiting is not None:
+                            await core._append_when_memory_frees(waiting, since)
+                    else:
+                        await core._send(fut, topic, value, key, partition, timestamp_ms,
+                                         headers, on_delivery, blocked_since=since)
+                except Exception as e:  # the record's own failure: report it, carry on
+                    if not fut.done():
+                        fut.set_exception(e)
+                    if on_delivery is not None:
+                        try:
+                            on_delivery(e, None)
+                        except Exception:
+                            pass
 
     def _check_thread(self) -> None:
         if self._loop.in_loop_thread:

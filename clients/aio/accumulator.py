@@ -96,8 +96,10 @@ def record_size(key: bytes | None, value: bytes | None, headers: bytes = b"") ->
 
 
 def _resolve(fut: RecordFuture, md: RecordMetadata) -> None:
-    if not fut.done():
+    try:
         fut.set_result(md)
+    except (asyncio.InvalidStateError, concurrent.futures.InvalidStateError):
+        pass        # cancelled by its owner (done() first would cost a lock per record)
 
 
 def _reject(fut: RecordFuture, error: Exception) -> None:

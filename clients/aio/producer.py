@@ -316,22 +316,34 @@ class AsyncProducer(ProducerTransactions):
                     blocked_since: float | None = None) -> None:
         """Append one record whose outcome goes to `fut` (an asyncio or concurrent future).
         max.block.ms counts from `blocked_since` (time.monotonic(), the loop's clock) when
-        the record waited before reaching here (the sync Producer's hand-off). The
-        per-record path of send(): keep it lean."""
-        if self._closed:
-            raise ProducerClosedError("send() on a closed producer")
-        txn = self._txn
-        if txn is not None:
-            txn.state.check_send()
+        the record waited before reaching here (the sync Producer's hand-off)."""
+        self._check_sendable()
         if not self._started:
             await self.start()
         loop = asyncio.get_running_loop()
         since = loop.time() if blocked_since is None else blocked_since
-        cluster = self._client.cluster
-        num = cluster.partition_count(topic)
+        num = self._client.cluster.partition_count(topic)
         if num == 0 or (partition is not None and partition >= num):
             await self._wait_for_partitions(topic, partition, since + self._max_block)
-            cluster = self._client.cluster
+        waiting = self._append_now(fut, topic, value, key, partition, timestamp_ms, headers,
+                                   on_delivery, loop.time())
+        if waiting is not None:
+            await self._append_when_memory_frees(waiting, since)
+
+    def _check_sendable(self) -> None:
+        if self._closed:
+            raise ProducerClosedError("send() on a closed producer")
+        if self._txn is not None:
+            self._txn.state.check_send()
+
+    def _append_now(self, fut: RecordFuture, topic: str, value: Any, key: Any,
+                    partition: int | None, timestamp_ms: int | None, headers: Headers,
+                    on_delivery: DeliveryCallback | None, now: float) -> tuple[Any, ...] | None:
+        """send()'s work once the topic's metadata is known: serialize, place and append
+        the record (`now`: the loop's time). Returns None when it is appended, or (the record is serialized and
+        placed, but buffer.memory is full) what `_append_when_memory_frees` needs. The
+        per-record path: keep it lean."""
+        cluster = self._client.cluster
         key_ser, value_ser = self._key_ser, self._value_ser
         key_bytes = (key if key is None and key_ser is None
                      else key_ser(topic, key) if key_ser else _as_bytes(key, "key"))
@@ -344,19 +356,31 @@ class AsyncProducer(ProducerTransactions):
             raise self._too_large(size)
         partition, sticky = self._choose_partition(topic, key, key_bytes, value, value_bytes,
                                                    partition, cluster)
-        if not acc.reserve(size):
-            await self._wait_for_memory(size, since + self._max_block)
-            if txn is not None:
-                try:
-                    txn.state.check_send()      # again: the wait may have ended it
-                except Exception:
-                    acc.used -= size
-                    raise
         ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
         waiter = (fut, ts, -1 if key_bytes is None else len(key_bytes),
                   -1 if value_bytes is None else len(value_bytes), on_delivery)
+        if not acc.reserve(size):
+            return (topic, partition, sticky, key, key_bytes, value, value_bytes, ts, hdrs,
+                    size, waiter)
         self._append(topic, partition, sticky, key, key_bytes, value, value_bytes, ts, hdrs,
-                     size, waiter, loop.time(), cluster, txn)
+                     size, waiter, now, cluster, self._txn)
+        return None
+
+    async def _append_when_memory_frees(self, record: tuple[Any, ...], since: float) -> None:
+        """Wait (within max.block.ms from `since`) for the buffer memory of a record
+        `_append_now` could not append, then append it."""
+        (topic, partition, sticky, key, key_bytes, value, value_bytes, ts, hdrs, size,
+         waiter) = record
+        await self._wait_for_memory(size, since + self._max_block)
+        txn = self._txn
+        if txn is not None:
+            try:
+                txn.state.check_send()      # again: the wait may have ended it
+            except Exception:
+                self._acc.used -= size
+                raise
+        self._append(topic, partition, sticky, key, key_bytes, value, value_bytes, ts, hdrs,
+                     size, waiter, asyncio.get_running_loop().time(), self._client.cluster, txn)
 
     def _too_large(self, size: int) -> KafkaError:
         return MessageTooLargeError(
