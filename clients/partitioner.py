@@ -98,7 +98,8 @@ class DefaultPartitioner:
     def __init__(self, ignore_keys: bool = False, rng: random.Random | None = None):
         self.ignore_keys = ignore_keys
         self._rng = rng or random.Random()
-        self._sticky: dict[str, int] = {}
+        # The current sticky partition of each topic (the producer reads it directly).
+        self.sticky: dict[str, int] = {}
 
     def __call__(self, topic: str, key: Any, key_bytes: bytes | None, value: Any,
                  value_bytes: bytes | None, cluster: ClusterView) -> int:
@@ -114,7 +115,7 @@ class DefaultPartitioner:
         return key_bytes is None or self.ignore_keys
 
     def sticky_partition(self, topic: str, cluster: ClusterView) -> int:
-        p = self._sticky.get(topic)
+        p = self.sticky.get(topic)
         if p is None:
             p = self._choose(topic, cluster, None)
         return p
@@ -122,7 +123,7 @@ class DefaultPartitioner:
     def on_new_batch(self, topic: str, cluster: ClusterView, prev_partition: int) -> None:
         """A record for `prev_partition` would open a new batch: move on, unless another
         record already moved the topic to a different partition."""
-        if self._sticky.get(topic, prev_partition) == prev_partition:
+        if self.sticky.get(topic, prev_partition) == prev_partition:
             self._choose(topic, cluster, prev_partition)
 
     def _choose(self, topic: str, cluster: ClusterView, avoid: int | None) -> int:
@@ -132,5 +133,5 @@ class DefaultPartitioner:
         if avoid is not None and len(candidates) > 1:
             candidates = [p for p in candidates if p != avoid]
         p = candidates[self._rng.randrange(len(candidates))]
-        self._sticky[topic] = p
+        self.sticky[topic] = p
         return p

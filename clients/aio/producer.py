@@ -171,6 +171,9 @@ class AsyncProducer(ProducerTransactions):
         self._partitioner: PartitionerFn = cfg["partitioner"] or DefaultPartitioner(
             cfg["partitioner.ignore.keys"])
         self._sticky_hook = getattr(self._partitioner, "on_new_batch", None)
+        # The default partitioner's current sticky partition per topic, read directly.
+        self._plain_sticky = (self._partitioner.sticky if type(self._partitioner)
+                              is DefaultPartitioner else None)
         self._uses_sticky = getattr(self._partitioner, "uses_sticky", None)
         self._key_ser = _serializer(cfg["key.serializer"])
         self._value_ser = _serializer(cfg["value.serializer"])
@@ -299,7 +302,17 @@ class AsyncProducer(ProducerTransactions):
         max.block.ms), TypeError/serializer errors, ProducerClosedError, AuthenticationError
         (the last attempt to connect to a broker was refused)."""
         self._client.raise_authentication_error()
-        fut: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[RecordMetadata] = loop.create_future()
+        num = self._client.cluster.partition_count(topic)
+        if (self._started and num and (partition is None or partition < num)
+                and not self._closed and self._txn is None):
+            # The common case, without a second coroutine: metadata known, no transaction.
+            waiting = self._append_now(fut, topic, value, key, partition, timestamp_ms,
+                                       headers, on_delivery, loop.time())
+            if waiting is not None:
+                await self._append_when_memory_frees(waiting, loop.time())
+            return fut
         await self._send(fut, topic, value, key, partition, timestamp_ms, headers, on_delivery)
         return fut
 
@@ -354,8 +367,14 @@ class AsyncProducer(ProducerTransactions):
         acc = self._acc
         if size + BATCH_OVERHEAD > self._max_request_size or size > acc.buffer_memory:
             raise self._too_large(size)
-        partition, sticky = self._choose_partition(topic, key, key_bytes, value, value_bytes,
-                                                   partition, cluster)
+        if partition is None and key_bytes is None and self._plain_sticky is not None:
+            sticky = True       # the default partitioner's sticky rule, without a call
+            partition = self._plain_sticky.get(topic)
+            if partition is None:
+                partition = self._partitioner(topic, key, None, value, value_bytes, cluster)
+        else:
+            partition, sticky = self._choose_partition(topic, key, key_bytes, value,
+                                                       value_bytes, partition, cluster)
         ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
         waiter = (fut, ts, -1 if key_bytes is None else len(key_bytes),
                   -1 if value_bytes is None else len(value_bytes), on_delivery)
