@@ -469,12 +469,15 @@ class AsyncProducer(ProducerTransactions):
         key_ser, value_ser, acc = self._key_ser, self._value_ser, self._acc
         limit = min(self._max_request_size - BATCH_OVERHEAD, acc.buffer_memory)
         batch_size = acc.batch_size
-        # Keyless records placed by the default partitioner go to the topic's sticky
-        # partition until its batch is full: while `sticky_batch` has room they are added
-        # to it directly (nothing can move the sticky partition or close the batch until
-        # this loop awaits something).
+        # `last` is the batch the previous record went to, when the next one may go
+        # straight into it if it has room: a keyless record after one the default
+        # partitioner placed (sticky partition), or a record for the same explicit
+        # partition. Nothing can move the sticky partition, close the batch or shrink the
+        # topic until this loop awaits something (then `last` is forgotten).
         plain_sticky = type(self._partitioner) is DefaultPartitioner
-        sticky_batch: ProducerBatch | None = None
+        last: ProducerBatch | None = None
+        last_sticky = False             # `last` was placed by the sticky rule
+        last_partition = -1             # else the explicit partition it was for
         now = loop.time()
         count = 0
         for key, value, headers, timestamp_ms, partition in records:
@@ -488,7 +491,7 @@ class AsyncProducer(ProducerTransactions):
             if size > limit:
                 raise self._too_large(size)
             if not acc.reserve(size):
-                sticky_batch = None
+                last = None
                 await self._wait_for_memory(size, loop.time() + self._max_block)
                 if txn is not None:
                     try:
@@ -500,16 +503,18 @@ class AsyncProducer(ProducerTransactions):
             ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
             waiting.left += 1
             count += 1
-            if (sticky_batch is not None and partition is None and key_bytes is None
-                    and sticky_batch.size + size <= batch_size):
-                sticky_batch.add(ts, None, value_bytes, hdrs, size, waiting)
-                if sticky_batch.size >= batch_size:
+            if last is not None and last.size + size <= batch_size and (
+                    (partition is None and key_bytes is None) if last_sticky
+                    else partition == last_partition):
+                last.add(ts, key_bytes, value_bytes, hdrs, size, waiting)
+                if last.size >= batch_size:
                     self._wake.set()
                 continue
             cluster = self._client.cluster
+            partition_given = partition
             try:
                 if partition is not None and partition >= cluster.partition_count(topic):
-                    sticky_batch = None
+                    last = None
                     await self._wait_for_partitions(topic, partition, deadline)
                     cluster = self._client.cluster
                 partition, sticky = self._choose_partition(topic, key, key_bytes, value,
@@ -520,7 +525,9 @@ class AsyncProducer(ProducerTransactions):
                 raise
             batch = self._append(topic, partition, sticky, key, key_bytes, value, value_bytes,
                                  ts, hdrs, size, waiting, now, cluster, txn)
-            sticky_batch = batch if sticky and plain_sticky and key_bytes is None else None
+            explicit = last_partition = -1 if partition_given is None else partition
+            last_sticky = sticky and plain_sticky and key_bytes is None
+            last = batch if last_sticky or explicit >= 0 else None
         waiting.total = count
         waiting.armed = True
         waiting.settle()

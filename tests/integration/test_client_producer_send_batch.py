@@ -52,6 +52,32 @@ def test_send_batch_delivers_in_order_with_one_future(broker):
     asyncio.run(main())
 
 
+def test_runs_for_one_partition_and_keyless_runs_keep_their_places_and_order(broker):
+    # send_batch adds a record straight to the batch of the record before it when both are
+    # for the same explicit partition, or both keyless (the sticky partition): runs of each,
+    # interleaved, small batches so that runs cross batch boundaries.
+    async def main() -> None:
+        admin = AsyncAdminClient(bootstrap_servers=broker.bootstrap)
+        await admin.create_topics([NewTopic("runs", 3, 1)])
+        await admin.close()
+        producer = AsyncProducer(bootstrap_servers=broker.bootstrap, linger_ms=5,
+                                 batch_size=2000)
+        records = []
+        for i in range(3000):
+            block = (i // 150) % 4          # 0, 1, 2: that partition; 3: keyless
+            records.append((None, b"%d" % i, None, None, None if block == 3 else block))
+        assert await asyncio.wait_for(await producer.send_batch("runs", records), 30) == 3000
+        await producer.close()
+        got = await _read(broker.bootstrap, "runs", 3)
+        assert sorted(int(r.value) for r in got) == list(range(3000))
+        for p in range(3):
+            mine = [int(r.value) for r in got if r.partition == p]
+            explicit = [i for i in mine if (i // 150) % 4 == p]
+            assert explicit == [i for i in range(3000) if (i // 150) % 4 == p]
+            assert mine == sorted(mine)     # keyless ones too, in send order
+    asyncio.run(main())
+
+
 def test_send_batch_raises_at_once_for_a_record_too_large(broker):
     async def main() -> None:
         producer = AsyncProducer(bootstrap_servers=broker.bootstrap, max_request_size=10_000)
