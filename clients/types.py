@@ -57,6 +57,11 @@ DeliveryCallback = Callable[[Exception | None, RecordMetadata | None], Any]
 
 
 class ConsumerRecord(NamedTuple):
+    """A record poll() returned. `headers` is a list of (key, value) pairs, or () for a
+    record without headers (one shared tuple: nothing to build per record). The consumer
+    builds these with tuple.__new__ in the field order of clients.protocol.records'
+    ROW_FIELDS."""
+
     topic: str
     partition: int
     offset: int

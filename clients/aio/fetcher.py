@@ -10,12 +10,14 @@ With Fetch v7+ each broker gets a fetch session (fetch_session.py, KIP-227): aft
 first request, only partitions whose fetch position changed are named, and close() ends
 the sessions.
 
-Responses: records are decoded with `records_from_fetch` from the fetch offset on (a fetch
-starting inside a batch gets the whole batch). Control batches are always skipped; with
-read_committed the broker stops at the last stable offset and the aborted transactions it
-lists are dropped (Kafka's rule: a producer id is aborted from its first offset until its
-ABORT marker). NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION and
-lost connections ask for a metadata update and fetch again from the same position, from
+Responses: a fetched record set is kept as bytes and decoded by poll() (drain()), a poll's
+worth at a time (RecordCursor: straight into ConsumerRecords, then deserialized when there
+are deserializers), from the fetch offset on (a fetch starting inside a batch gets the
+whole batch). Control batches are always skipped; with read_committed the broker stops at
+the last stable offset and the batches of the aborted transactions it lists are dropped
+(Kafka's rule: a producer id is aborted from its first offset until its ABORT marker).
+NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION and lost
+connections ask for a metadata update and fetch again from the same position, from
 whichever broker leads then. OFFSET_OUT_OF_RANGE resets the position (auto.offset.reset),
 or, with "none", raises from poll().
 
@@ -28,12 +30,12 @@ import asyncio
 import logging
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import AbstractSet as Set, Any, Iterable, Mapping
 
 from clients.config import ClientConfig
 from clients.protocol.errors import Code, KafkaError, for_code
-from clients.protocol.read_committed import aborted_filter
-from clients.protocol.records import ConsumedRecord, iter_batch_headers, records_from_fetch
+from clients.protocol.read_committed import aborted_batches
+from clients.protocol.records import RecordCursor, fetch_batches
 from clients.protocol.schema import Struct
 from clients.serde import as_deserializer
 from clients.types import ConsumerRecord, TopicPartition
@@ -77,13 +79,15 @@ class PartitionState:
 
 @dataclass
 class _Completed:
-    """Records of one partition from one fetch response, drained by poll()."""
+    """One partition's part of one fetch response, its records decoded as poll() takes
+    them (RecordCursor: a poll's worth at a time)."""
 
     version: int
     start: int                      # the position these records continue from
-    records: list[ConsumedRecord]
+    records: RecordCursor
     next_offset: int                # position after the last batch (skips control batches)
-    index: int = 0
+    # Taken from the cursor but not handed out: from a record a deserializer failed on.
+    pending: list[ConsumerRecord] = field(default_factory=list)
 
 
 class Fetcher:
@@ -174,8 +178,10 @@ class Fetcher:
 
     def drain(self, max_records: int) -> list[ConsumerRecord]:
         """Up to `max_records` buffered records in offset order per partition, advancing
-        positions; raises a partition's pending error (once)."""
+        positions; raises a partition's pending error (once). Records are decoded here,
+        as many as are handed out (RecordCursor)."""
         out: list[ConsumerRecord] = []
+        convert = self.key_deserializer is not None or self.value_deserializer is not None
         for tp, st in list(self.states.items()):
             if st.error is not None:
                 err, st.error = st.error, None
@@ -185,39 +191,47 @@ class Fetcher:
                 raise err
             if st.paused:
                 continue
-            while st.buffer and len(out) < max_records:
-                c: _Completed = st.buffer[0]
+            buffer = st.buffer
+            while buffer and len(out) < max_records:
+                c: _Completed = buffer[0]
                 if c.version != st.version or c.start != st.position:
-                    st.buffer.clear()        # a seek overtook this fetch
+                    buffer.clear()           # a seek overtook this fetch
                     break
-                take = c.records[c.index:c.index + max_records - len(out)]
-                converted: list[ConsumerRecord] = []
-                failure: RecordDeserializationError | None = None
-                for r in take:
+                failure: Exception | None = None
+                room = max_records - len(out)
+                if c.pending:
+                    take = c.pending[:room]
+                    del c.pending[:room]
+                else:
                     try:
-                        converted.append(self._convert(tp, r))
-                    except Exception as e:
-                        failure = RecordDeserializationError(tp, r.offset, e)
-                        failure.__cause__ = e
-                        break
-                if converted:
-                    out.extend(converted)
-                    c.index += len(converted)
-                    st.position = converted[-1].offset + 1
-                    st.epoch = take[len(converted) - 1].leader_epoch
-                    c.start = st.position
+                        take = c.records.take(room)
+                    except KafkaError as e:  # a corrupt batch: what came before is kept
+                        take, failure = [], e
+                if convert and take:
+                    raw = take
+                    take, failure = self._deserialize(tp, raw)
+                    if failure is not None:
+                        c.pending[:0] = raw[len(take):]
+                if take:
+                    out += take
+                    last = take[-1]
+                    st.position = c.start = last.offset + 1
+                    st.epoch = last.leader_epoch
                 if failure is not None:
                     # Kafka's rule: what came before the bad record is handed out, the
-                    # position stays on it and every poll() raises until a seek moves on.
+                    # position stays on it and every poll() raises until a seek moves on
+                    # (a corrupt batch is fetched again, and fails again).
+                    if isinstance(failure, KafkaError):
+                        buffer.clear()
                     if out:
                         st.error = failure
                         return out
                     raise failure
-                if c.index >= len(c.records):
+                if not c.pending and c.records.done:
                     st.position = max(st.position, c.next_offset)
-                    st.buffer.popleft()
-                    if st.buffer and st.buffer[0].start != st.position:
-                        st.buffer.clear()
+                    buffer.popleft()
+                    if buffer and buffer[0].start != st.position:
+                        buffer.clear()
             if len(out) >= max_records:
                 break
         if out or not self.has_buffered():
@@ -233,16 +247,29 @@ class Fetcher:
                 self.states[tp0] = st0
         return out
 
-    def _convert(self, tp: TopicPartition, r: ConsumedRecord) -> ConsumerRecord:
-        key, value = r.key, r.value
-        ks = len(key) if key is not None else -1
-        vs = len(value) if value is not None else -1
-        if self.key_deserializer is not None:
-            key = self.key_deserializer.deserialize(tp.topic, key)
-        if self.value_deserializer is not None:
-            value = self.value_deserializer.deserialize(tp.topic, value)
-        return ConsumerRecord(tp.topic, tp.partition, r.offset, r.timestamp, r.timestamp_type,
-                              key, value, r.headers, r.leader_epoch, ks, vs)
+    def _deserialize(self, tp: TopicPartition, records: list[ConsumerRecord]
+                     ) -> tuple[list[ConsumerRecord], RecordDeserializationError | None]:
+        """`records` with keys and values deserialized, up to the first that fails (and
+        that failure)."""
+        kd = self.key_deserializer
+        vd = self.value_deserializer
+        topic = tp.topic
+        new = tuple.__new__
+        out: list[ConsumerRecord] = []
+        for r in records:
+            key: Any = r.key                # bytes | None as fetched
+            value: Any = r.value
+            try:
+                if kd is not None:
+                    key = kd.deserialize(topic, key)
+                if vd is not None:
+                    value = vd.deserialize(topic, value)
+            except Exception as e:
+                failure = RecordDeserializationError(tp, r.offset, e)
+                failure.__cause__ = e
+                return out, failure
+            out.append(new(ConsumerRecord, (*r[:5], key, value, *r[7:])))
+        return out, None
 
     # ------------------------------------------------------------------ background fetching
 
@@ -427,21 +454,21 @@ class Fetcher:
             if not buf:
                 return
             try:
+                batches, next_offset = fetch_batches(buf, offset)
+                skip: Set[int] = frozenset()
                 if self.read_committed and p.get("aborted_transactions"):
-                    records = aborted_filter(buf, offset, p.aborted_transactions)
-                else:
-                    records = list(records_from_fetch(buf, from_offset=offset,
-                                                      verify_crc=self.check_crcs))
-                next_offset = offset
-                for _, h in iter_batch_headers(buf):
-                    next_offset = max(next_offset, h.base_offset + h.last_offset_delta + 1)
+                    skip = aborted_batches(buf, p.aborted_transactions)
             except KafkaError as e:
                 st.error = e
                 self.data_ready.set()
                 return
             if next_offset > offset:
+                records = RecordCursor(buf, batches, ConsumerRecord, tp.topic, tp.partition,
+                                       from_offset=offset, verify_crc=self.check_crcs,
+                                       skip=skip)
                 st.buffer.append(_Completed(version, offset, records, next_offset))
-                if records:
+                if any(h.records_count and not h.is_control and pos not in skip
+                       for pos, h in batches):
                     self.data_ready.set()
             return
         if code in _REFRESH_METADATA:

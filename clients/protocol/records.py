@@ -16,19 +16,23 @@ COMMIT=1) and whose value is `version int16 | coordinatorEpoch int32` (EndTransa
 
 Parsing is strict: any inconsistency inside a batch (count, lengths, offset deltas, utf-8)
 raises CorruptMessageError, never IndexError or struct.error. A trailing partial batch, which
-a fetch response may end with, is not an error: iteration just stops there. One decoder
-serves every reader: `iter_batches` and `records_from_fetch` give ConsumedRecord objects
-(the broker, the consumer), `decode_batch_columns` appends to RecordColumns, field by field
-(the Spark source's Arrow batches).
+a fetch response may end with, is not an error: iteration just stops there. Two decoders
+with the same checks: `_decode_records` serves `iter_batches` and `records_from_fetch`
+(ConsumedRecord objects: the broker, the cleaner) and `decode_batch_columns` (RecordColumns,
+field by field: the Spark source's Arrow batches); `_decode_rows` is the consumer's hot
+loop, behind `RecordCursor`, building its ConsumerRecords directly, a poll's worth at a
+time (tests/unit/test_record_cursor.py holds it to the other's results and refusals).
 
-Everything here is pure functions over immutable inputs: safe to call from any thread.
+Everything here is pure functions over immutable inputs, safe to call from any thread,
+but a RecordCursor, which belongs to one thread.
 """
 from __future__ import annotations
 
 import struct
+import sys
 import time
 from dataclasses import dataclass, field
-from typing import Iterator, MutableSequence, Sequence
+from typing import AbstractSet as Set, Iterator, MutableSequence, Sequence
 
 from . import compression as _compression
 from .batch_header import (CONTROL, HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET,
@@ -397,6 +401,284 @@ def records_from_fetch(buf: bytes | bytearray | memoryview, *, from_offset: int 
             yield from records
 
 
+# The shape of a consumer's record (clients.types.ConsumerRecord, whose fields are these):
+# RecordCursor builds each one with tuple.__new__(row_type, (...)) in this order, the
+# cheapest construction of a NamedTuple (no __new__ frame, no intermediate record object).
+# A record without headers gets one shared empty tuple: no list per record.
+ROW_FIELDS = ("topic", "partition", "offset", "timestamp", "timestamp_type", "key", "value",
+              "headers", "leader_epoch", "serialized_key_size", "serialized_value_size")
+
+
+def fetch_batches(buf: bytes | bytearray | memoryview, from_offset: int = 0
+                  ) -> tuple[list[tuple[int, BatchHeader]], int]:
+    """(position, header) of the complete batches of a fetch response's record set that
+    hold offsets >= from_offset, control batches included, and the offset after the last
+    complete batch (where the next fetch continues; never below from_offset). Records are
+    not decoded, CRCs not checked."""
+    batches = []
+    next_offset = from_offset
+    for pos, h in _scan(memoryview(buf)):
+        end_offset = h.base_offset + h.last_offset_delta + 1
+        if end_offset > from_offset:
+            batches.append((pos, h))
+            if end_offset > next_offset:
+                next_offset = end_offset
+    return batches, next_offset
+
+
+class RecordCursor:
+    """The data records of a fetch response's record set from `from_offset` on, decoded as
+    they are taken: take(n) decodes the next n at most.
+
+    A consumer takes a poll()'s worth at a time, so the records it builds live from one
+    poll() to the next instead of from the fetch to the last poll() of its records: the
+    garbage collector meets them rarely (a record is a tracked object) and memory holds
+    the fetched bytes rather than their records. Rows are ROW_FIELDS tuples of `row_type`
+    (serialized sizes: the wire lengths, -1 for null). `batches` are fetch_batches'; control
+    batches among them and those at a position in `skip` (an aborted transaction's) are
+    passed over, after their CRC is checked when verify_crc. take() raises
+    CorruptMessageError at the first bad batch or record (rows taken before stay valid);
+    the cursor is then unusable. Single-threaded, as its caller."""
+
+    __slots__ = ("_mv", "_batches", "_next", "_row_type", "_topic", "_partition", "_from",
+                 "_verify_crc", "_skip", "_data", "_h", "_pos", "_index", "_prev_delta", "_done")
+
+    def __init__(self, buf: bytes | bytearray | memoryview,
+                 batches: Sequence[tuple[int, BatchHeader]], row_type: type[tuple],
+                 topic: str, partition: int, *, from_offset: int = 0, verify_crc: bool = True,
+                 skip: Set[int] = frozenset()):
+        self._mv = memoryview(buf)
+        self._batches = batches
+        self._next = 0                    # index in _batches of the next batch to open
+        self._row_type = row_type
+        self._topic = topic
+        self._partition = partition
+        self._from = from_offset
+        self._verify_crc = verify_crc
+        self._skip = skip
+        self._data = b""                  # records section of the open batch
+        self._h: BatchHeader | None = None
+        self._pos = 0                     # in _data: the next record
+        self._index = 0                   # the next record's index in the batch
+        self._prev_delta = -1
+        self._done = False
+
+    @property
+    def done(self) -> bool:
+        """take() has met the end (a cursor whose last take() returned exactly what was
+        left finds out on the next one)."""
+        return self._done
+
+    def take(self, n: int) -> list:
+        """Up to n more records (fewer only at the end)."""
+        out: list = []
+        while len(out) < n:
+            h = self._h
+            if h is None or self._index >= h.records_count:
+                if not self._open():
+                    break
+                continue
+            h = self._h
+            assert h is not None
+            start = len(out)
+            stop = min(h.records_count, self._index + n - start)
+            try:
+                self._pos, self._prev_delta = _decode_rows(
+                    self._data, h, self._pos, self._index, stop, self._prev_delta, out,
+                    self._row_type, self._topic, self._partition)
+            except (IndexError, UnicodeDecodeError) as e:
+                raise CorruptMessageError(
+                    f"batch at offset {h.base_offset}: records section is malformed ({e})"
+                ) from None
+            self._index = stop
+            if h.base_offset < self._from:
+                # A fetch starting inside a batch gets all of it: drop what precedes it.
+                skip = start
+                while skip < len(out) and out[skip][2] < self._from:
+                    skip += 1
+                del out[start:skip]
+        return out
+
+    def _open(self) -> bool:
+        """Open the next batch with records to decode; False at the end."""
+        batches = self._batches
+        while self._next < len(batches):
+            pos, h = batches[self._next]
+            self._next += 1
+            if h.attributes & CONTROL or pos in self._skip:
+                if self._verify_crc:
+                    _check_crc(self._mv, pos, h)
+                continue
+            self._data = _records_section(self._mv, pos, h, self._verify_crc,
+                                          _compression.DEFAULT_MAX_DECOMPRESSED)
+            size = len(self._data)
+            if h.records_count > size:
+                raise CorruptMessageError(f"batch at offset {h.base_offset} claims "
+                                          f"{h.records_count} records in {size} bytes")
+            if not h.records_count and size:
+                raise CorruptMessageError(
+                    f"batch at offset {h.base_offset}: {size} bytes left after 0 records")
+            self._h = h
+            self._pos = 0
+            self._index = 0
+            self._prev_delta = -1
+            return True
+        self._h = None
+        self._done = True
+        return False
+
+
+def fetch_rows(buf: bytes | bytearray | memoryview, row_type: type[tuple], topic: str,
+               partition: int, *, from_offset: int = 0, verify_crc: bool = True
+               ) -> tuple[list, int]:
+    """RecordCursor's rows all at once, and fetch_batches' next offset."""
+    batches, next_offset = fetch_batches(buf, from_offset)
+    cursor = RecordCursor(buf, batches, row_type, topic, partition, from_offset=from_offset,
+                          verify_crc=verify_crc)
+    return cursor.take(sys.maxsize), next_offset
+
+
+def _decode_rows(data: bytes, h: BatchHeader, pos: int, index: int, stop: int,
+                 prev_delta: int, out: list, row_type: type[tuple], topic: str,
+                 partition: int) -> tuple[int, int]:
+    """Append records index..stop-1 of the records section `data` (record `index` at
+    `pos`; `prev_delta` the offset delta of the one before, -1 for none) to `out` as
+    RecordCursor's rows: (position, offset delta) after the last one.
+
+    The consumer's hot loop, so everything is inline: varints of one or two bytes (values
+    below 8192), no call per record without headers, the record built at once. Fields that
+    overrun their record are caught by the one check that each record ends where its length
+    says (slicing past the end cannot fail, and a read past it raises IndexError).
+    IndexError or UnicodeDecodeError on a truncated section (the caller's to convert)."""
+    count = h.records_count
+    base_offset = h.base_offset
+    base_ts = h.base_timestamp
+    last_delta = h.last_offset_delta
+    gaps = count != last_delta + 1              # compacted: deltas increase, with holes
+    ts_type = LOG_APPEND_TIME if h.attributes & TIMESTAMP_TYPE_LOG_APPEND else CREATE_TIME
+    epoch = h.partition_leader_epoch
+    new = tuple.__new__
+    start = len(out)
+    append = out.append
+    read_uv = _read_uvarint
+    no_headers: tuple[()] = ()
+    headers: Sequence[tuple[str, bytes | None]]
+    ts_x = -1
+    ts = base_ts
+    offset = base_offset + index - 1
+    for zz in range(index << 1, stop << 1, 2):  # record i's offset delta, zigzag
+        x = data[pos]                            # length
+        if x < 0x80:
+            pos += 1
+        elif (y := data[pos + 1]) < 0x80:
+            x = (x & 0x7F) | (y << 7)
+            pos += 2
+        else:
+            x, pos = read_uv(data, pos)
+        if x & 1:
+            raise CorruptMessageError(
+                f"batch at offset {base_offset}: record length {(x >> 1) ^ -1}")
+        rec_end = pos + (x >> 1)
+        x = data[pos + 1]                        # timestamp delta (after attributes)
+        if x < 0x80:
+            pos += 2
+        elif (y := data[pos + 2]) < 0x80:
+            x = (x & 0x7F) | (y << 7)
+            pos += 3
+        else:
+            x, pos = read_uv(data, pos + 1)
+        if x != ts_x:                            # records of one ms share one int
+            ts_x = x
+            ts = base_ts + ((x >> 1) ^ -(x & 1))
+        x = data[pos]                            # offset delta
+        if x < 0x80:
+            pos += 1
+        elif (y := data[pos + 1]) < 0x80:
+            x = (x & 0x7F) | (y << 7)
+            pos += 2
+        else:
+            x, pos = read_uv(data, pos)
+        if gaps:
+            delta = (x >> 1) ^ -(x & 1)
+            if delta <= prev_delta or delta > last_delta:
+                raise CorruptMessageError(
+                    f"batch at offset {base_offset}: offset delta {delta} after "
+                    f"{prev_delta} (last offset delta {last_delta})")
+            prev_delta = delta
+            offset = base_offset + delta
+        elif x == zz:
+            offset += 1
+        else:
+            raise CorruptMessageError(
+                f"batch at offset {base_offset}: offset delta {(x >> 1) ^ -(x & 1)} at "
+                f"record {zz >> 1} (last offset delta {last_delta}, {count} records)")
+        x = data[pos]                            # key
+        if x == 1:                               # -1: null
+            pos += 1
+            key = None
+            key_size = -1
+        else:
+            if x < 0x80:
+                pos += 1
+            elif (y := data[pos + 1]) < 0x80:
+                x = (x & 0x7F) | (y << 7)
+                pos += 2
+            else:
+                x, pos = read_uv(data, pos)
+            if x & 1:                            # other negative lengths: null too
+                key = None
+                key_size = -1
+            else:
+                key_size = x >> 1
+                key = data[pos:pos + key_size]
+                pos += key_size
+        x = data[pos]                            # value
+        if x < 0x80:
+            pos += 1
+        elif (y := data[pos + 1]) < 0x80:
+            x = (x & 0x7F) | (y << 7)
+            pos += 2
+        else:
+            x, pos = read_uv(data, pos)
+        if x & 1:
+            value = None
+            value_size = -1
+        else:
+            value_size = x >> 1
+            value = data[pos:pos + value_size]
+            pos += value_size
+        if data[pos]:                            # header count
+            x = data[pos]
+            if x < 0x80:
+                pos += 1
+            else:
+                x, pos = read_uv(data, pos)
+            n = (x >> 1) ^ -(x & 1)
+            if n < 0 or n > rec_end - pos:
+                raise CorruptMessageError(
+                    f"batch at offset {base_offset}: invalid header count {n}")
+            parsed: list[tuple[str, bytes | None]] = []
+            pos = _parse_headers(data, pos, rec_end, n, parsed, base_offset)
+            headers = parsed
+        else:
+            pos += 1
+            headers = no_headers                 # shared: no list per record
+        if pos != rec_end:
+            raise CorruptMessageError(
+                f"batch at offset {base_offset}: record fields end at {pos}, its length "
+                f"says {rec_end}")
+        append(new(row_type, (topic, partition, offset, ts, ts_type, key, value, headers,
+                              epoch, key_size, value_size)))
+    if stop == count and pos != len(data):
+        raise CorruptMessageError(
+            f"batch at offset {base_offset}: {len(data) - pos} bytes left after {count} records")
+    if ts_type == LOG_APPEND_TIME:
+        # Every record reports the batch's max timestamp (rare: fixed up, not in the loop).
+        max_ts = h.max_timestamp
+        out[start:] = [new(row_type, (*r[:3], max_ts, *r[4:])) for r in out[start:]]
+    return pos, prev_delta
+
+
 def parse_control_record(rec: ConsumedRecord) -> tuple[int, int]:
     """(control type, coordinator epoch) of a control record; epoch -1 for types other
     than ABORT/COMMIT, whose values are not end-transaction markers."""
@@ -466,15 +748,19 @@ def _decode(mv: memoryview, pos: int, h: BatchHeader, verify_crc: bool,
             for o, t, k, v, hs in rows]
 
 
+def _check_crc(mv: memoryview, pos: int, h: BatchHeader) -> None:
+    crc = compute_crc(mv, pos, h.total_size)
+    if crc != h.crc:
+        raise CorruptMessageError(
+            f"batch at offset {h.base_offset}: CRC {crc:#010x} != stored {h.crc:#010x}")
+
+
 def _records_section(mv: memoryview, pos: int, h: BatchHeader, verify_crc: bool,
                      limit: int) -> bytes:
     """The batch's records section, CRC-checked and decompressed."""
     total = h.total_size
     if verify_crc:
-        crc = compute_crc(mv, pos, total)
-        if crc != h.crc:
-            raise CorruptMessageError(
-                f"batch at offset {h.base_offset}: CRC {crc:#010x} != stored {h.crc:#010x}")
+        _check_crc(mv, pos, h)
     if h.records_count < 0 or h.last_offset_delta < 0:
         raise CorruptMessageError(
             f"batch at offset {h.base_offset}: records count {h.records_count}, "

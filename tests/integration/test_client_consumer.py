@@ -220,7 +220,7 @@ def test_read_committed_filter_drops_aborted_transactions_and_control_batches():
     """The fetch-response logic of read_committed on a hand-built record set: producer 7's
     aborted transaction (listed in aborted_transactions) is dropped up to its ABORT marker,
     producer 8's committed one and plain records stay, control batches never show."""
-    from clients.aio.fetcher import aborted_filter
+    from clients.protocol.read_committed import aborted_filter
     from clients.protocol.records import (ABORT, COMMIT, Record, build_batch, build_control_batch,
                                           records_from_fetch)
 

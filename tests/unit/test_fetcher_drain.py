@@ -4,16 +4,17 @@ import pytest
 from clients.aio.errors import RecordDeserializationError
 from clients.aio.fetcher import Fetcher, PartitionState, _Completed
 from clients.config import resolve
-from clients.protocol.records import ConsumedRecord
-from clients.types import TopicPartition
+from clients.protocol.records import Record, RecordCursor, build_batch, fetch_batches
+from clients.types import ConsumerRecord, TopicPartition
 
 
-def record(offset: int, value: bytes) -> ConsumedRecord:
-    return ConsumedRecord(offset=offset, timestamp=0, timestamp_type=0, key=None, value=value,
-                          headers=[])
+def record(offset: int, value: bytes) -> tuple[int, bytes]:
+    return offset, value
 
 
-def fetcher_with(buffers: dict[TopicPartition, list[ConsumedRecord]]) -> Fetcher:
+def fetcher_with(buffers: dict[TopicPartition, list[tuple[int, bytes]]]) -> Fetcher:
+    """A fetcher with one fetch buffered per partition: a batch of the given records (their
+    offsets consecutive), decoded as drain() takes them."""
     def strict(topic, data):
         if data.startswith(b"bad"):
             raise ValueError(f"cannot decode {data!r}")
@@ -23,8 +24,13 @@ def fetcher_with(buffers: dict[TopicPartition, list[ConsumedRecord]]) -> Fetcher
     f = Fetcher(None, resolve("consumer", bootstrap_servers="127.0.0.1:1",  # type: ignore[arg-type]
                               value_deserializer=strict))
     for tp, recs in buffers.items():
-        st = PartitionState(position=recs[0].offset)
-        st.buffer.append(_Completed(st.version, recs[0].offset, recs, recs[-1].offset + 1))
+        first = recs[0][0]
+        buf = build_batch([Record(None, v) for _, v in recs], base_offset=first)
+        batches, next_offset = fetch_batches(buf, first)
+        st = PartitionState(position=first)
+        st.buffer.append(_Completed(st.version, first, RecordCursor(
+            buf, batches, ConsumerRecord, tp.topic, tp.partition, from_offset=first),
+            next_offset))
         f.states[tp] = st
     return f
 
@@ -48,7 +54,7 @@ def test_a_bad_record_keeps_what_came_before_it_and_stops_on_itself():
     # Seeking past it carries on.
     f.states[b].position = 7
     f.states[b].buffer[0].start = 7
-    f.states[b].buffer[0].index = 2
+    del f.states[b].buffer[0].pending[0]
     assert [r.offset for r in f.drain(100)] == [7]
 
 
