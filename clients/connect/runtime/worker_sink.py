@@ -10,6 +10,7 @@ import logging
 import re
 import time
 import traceback
+from operator import attrgetter
 from typing import Any
 
 from clients.aio import AsyncConsumer
@@ -21,6 +22,11 @@ from .task_parts import TaskParts, TaskRunner
 __all__ = ["WorkerSinkTask"]
 
 log = logging.getLogger("strom.connect.sink")
+
+# Fields of a ConsumerRecord (a tuple), read in C over a whole batch.
+_TOPIC = attrgetter("topic")
+_TOPIC_PARTITION = attrgetter("topic", "partition")
+_OFFSET = attrgetter("offset")
 
 
 class WorkerSinkTask(TaskRunner):
@@ -135,14 +141,13 @@ class WorkerSinkTask(TaskRunner):
     async def _deliver(self, batch: list[Any]) -> None:
         parts = self.parts
         self.metrics.polled(len(batch))
-        records = []
-        for r in batch:
-            if r.topic not in self._topics:
-                self._topics.add(r.topic)
-                parts.topic_used(r.topic)
-            sr = parts.sink_record(r)
-            if sr is not None:
-                records.append(sr)
+        # Per batch, not per record: the topics seen and (below) the offsets to commit.
+        # The consumer's records are tuples, a partition's in a row and in offset order.
+        for topic in set(map(_TOPIC, batch)) - self._topics:
+            self._topics.add(topic)
+            parts.topic_used(topic)
+        sink_record = parts.sink_record
+        records = [sr for sr in map(sink_record, batch) if sr is not None]
         while True:
             try:
                 await self.caller.call(self.task.put, records)
@@ -157,8 +162,9 @@ class WorkerSinkTask(TaskRunner):
         self.metrics.put_batches += 1
         self.metrics.written(len(records), 0)
         current = self._current
-        for r in batch:
-            current[TopicPartition(r.topic, r.partition)] = r.offset + 1
+        for (topic, partition), offset in dict(zip(map(_TOPIC_PARTITION, batch),
+                                                   map(_OFFSET, batch))).items():
+            current[TopicPartition(topic, partition)] = offset + 1
         await self._apply_rewinds()
 
     async def _apply_rewinds(self) -> None:
