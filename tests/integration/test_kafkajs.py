@@ -127,7 +127,9 @@ def test_two_kafkajs_consumers_split_a_group_fed_by_confluent(broker):
 @pytest.mark.slow
 def test_kafkajs_idempotent_producer_survives_a_killed_leader(tmp_path):
     topic, partitions, n = "kafkajs-failover", 3, 60_000
-    with Cluster(tmp_path / "c", brokers=3) as cluster:
+    # The killed leader is noticed when its ZooKeeper session expires: 3 s rather than the
+    # cluster's 6 s shortens the producer's stall and changes nothing else it goes through.
+    with Cluster(tmp_path / "c", brokers=3, zookeeper_session_timeout_ms=3000) as cluster:
         cluster.start()
         created, _ = js(cluster.bootstrap, "createTopic", topic=topic, partitions=partitions,
                         replicationFactor=3)
