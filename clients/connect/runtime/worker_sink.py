@@ -142,8 +142,11 @@ class WorkerSinkTask(TaskRunner):
         parts = self.parts
         self.metrics.polled(len(batch))
         # Per batch, not per record: the topics seen and (below) the offsets to commit.
-        # The consumer's records are tuples, a partition's in a row and in offset order.
-        for topic in set(map(_TOPIC, batch)) - self._topics:
+        # poll() returns a partition's records in a row, in offset order, so a batch whose
+        # first and last records are of one partition holds no other (the common case).
+        first, last = batch[0], batch[-1]
+        one = first.topic == last.topic and first.partition == last.partition
+        for topic in ({first.topic} if one else set(map(_TOPIC, batch))) - self._topics:
             self._topics.add(topic)
             parts.topic_used(topic)
         sink_record = parts.sink_record
@@ -162,9 +165,12 @@ class WorkerSinkTask(TaskRunner):
         self.metrics.put_batches += 1
         self.metrics.written(len(records), 0)
         current = self._current
-        for (topic, partition), offset in dict(zip(map(_TOPIC_PARTITION, batch),
-                                                   map(_OFFSET, batch))).items():
-            current[TopicPartition(topic, partition)] = offset + 1
+        if one:
+            current[TopicPartition(last.topic, last.partition)] = last.offset + 1
+        else:
+            for (topic, partition), offset in dict(zip(map(_TOPIC_PARTITION, batch),
+                                                       map(_OFFSET, batch))).items():
+                current[TopicPartition(topic, partition)] = offset + 1
         await self._apply_rewinds()
 
     async def _apply_rewinds(self) -> None:
