@@ -312,6 +312,11 @@ class AsyncProducer(ProducerTransactions):
                                        headers, on_delivery, loop.time())
             if waiting is not None:
                 await self._append_when_memory_frees(waiting, loop.time())
+            elif self._wake.is_set():
+                # A batch was opened or filled: let the sender take it now, or a tight
+                # loop of sends fills batch after batch while none goes out, and records
+                # wait in the buffer (seconds, unthrottled) instead of on the wire.
+                await asyncio.sleep(0)
             return fut
         await self._send(fut, topic, value, key, partition, timestamp_ms, headers, on_delivery)
         return fut
@@ -509,6 +514,8 @@ class AsyncProducer(ProducerTransactions):
                 last.add(ts, key_bytes, value_bytes, hdrs, size, waiting)
                 if last.size >= batch_size:
                     self._wake.set()
+                    last = None
+                    await asyncio.sleep(0)      # the sender takes the full batch now
                 continue
             cluster = self._client.cluster
             partition_given = partition
@@ -528,6 +535,9 @@ class AsyncProducer(ProducerTransactions):
             explicit = last_partition = -1 if partition_given is None else partition
             last_sticky = sticky and plain_sticky and key_bytes is None
             last = batch if last_sticky or explicit >= 0 else None
+            if batch.size >= batch_size:
+                last = None
+                await asyncio.sleep(0)
         waiting.total = count
         waiting.armed = True
         waiting.settle()

@@ -306,3 +306,27 @@ def test_transactions_need_idempotence_and_a_transactional_id(shared_broker):
             t.send("strom-txn-refused", b"v")
         with pytest.raises(TransactionStateError):
             t.begin_transaction()
+
+
+def test_a_tight_loop_of_async_sends_lets_full_batches_go_out(shared_broker):
+    # A loop of `await send()` that never has to wait used never to yield to the event
+    # loop: full batches piled up in the buffer until it ended (or buffer.memory ran out),
+    # and kafka-producer-perf-test reported seconds of latency. The sender now gets each
+    # full batch while the loop goes on: records are acknowledged before it ends.
+    import asyncio
+
+    from clients.aio.producer import AsyncProducer
+
+    async def main() -> tuple[int, int]:
+        p = AsyncProducer(bootstrap_servers=shared_broker.bootstrap, linger_ms=60_000,
+                          batch_size=16384)
+        await p.partitions_for("tight-loop")
+        futs = [await p.send("tight-loop", b"x" * 100) for _ in range(30_000)]
+        acknowledged_during_loop = sum(1 for f in futs if f.done())
+        await p.flush()
+        await p.close()
+        return acknowledged_during_loop, sum(1 for f in futs if f.done() and not f.exception())
+
+    during, total = asyncio.run(main())
+    assert total == 30_000
+    assert during > 3_000, f"only {during} of 30,000 records acknowledged while sending"
