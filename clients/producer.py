@@ -207,6 +207,8 @@ class Producer:
                                                    timestamp_ms, headers, on_delivery, now)
                         if waiting is not None:
                             await core._append_when_memory_frees(waiting, since)
+                        elif core._wake.is_set():
+                            await asyncio.sleep(0)  # the sender takes a new or full batch
                     else:
                         await core._send(fut, topic, value, key, partition, timestamp_ms,
                                          headers, on_delivery, blocked_since=since)
