@@ -16,12 +16,12 @@ COMMIT=1) and whose value is `version int16 | coordinatorEpoch int32` (EndTransa
 
 Parsing is strict: any inconsistency inside a batch (count, lengths, offset deltas, utf-8)
 raises CorruptMessageError, never IndexError or struct.error. A trailing partial batch, which
-a fetch response may end with, is not an error: iteration just stops there. Two decoders
-with the same checks: `_decode_records` serves `iter_batches` and `records_from_fetch`
-(ConsumedRecord objects: the broker, the cleaner) and `decode_batch_columns` (RecordColumns,
-field by field: the Spark source's Arrow batches); `_decode_rows` is the consumer's hot
-loop, behind `RecordCursor`, building its ConsumerRecords directly, a poll's worth at a
-time (tests/unit/test_record_cursor.py holds it to the other's results and refusals).
+a fetch response may end with, is not an error: iteration just stops there. One record
+decoder, `_decode_rows`, holds every check of the records section; it builds one tuple per
+record. `RecordCursor` (the consumer) has it build ConsumerRecords directly, a poll's worth
+at a time; `iter_batches`/`records_from_fetch` (the broker, the cleaner) turn its rows into
+ConsumedRecords and `decode_batch_columns` (the Spark source's Arrow batches) into
+RecordColumns.
 
 Everything here is pure functions over immutable inputs, safe to call from any thread,
 but a RecordCursor, which belongs to one thread.
@@ -31,6 +31,7 @@ from __future__ import annotations
 import struct
 import sys
 import time
+from array import array
 from dataclasses import dataclass, field
 from typing import AbstractSet as Set, Iterator, MutableSequence, Sequence
 
@@ -482,14 +483,9 @@ class RecordCursor:
             assert h is not None
             start = len(out)
             stop = min(h.records_count, self._index + n - start)
-            try:
-                self._pos, self._prev_delta = _decode_rows(
-                    self._data, h, self._pos, self._index, stop, self._prev_delta, out,
-                    self._row_type, self._topic, self._partition)
-            except (IndexError, UnicodeDecodeError) as e:
-                raise CorruptMessageError(
-                    f"batch at offset {h.base_offset}: records section is malformed ({e})"
-                ) from None
+            self._pos, self._prev_delta = _decode_rows(
+                self._data, h, self._pos, self._index, stop, self._prev_delta, out,
+                self._row_type, self._topic, self._partition)
             self._index = stop
             if h.base_offset < self._from:
                 # A fetch starting inside a batch gets all of it: drop what precedes it.
@@ -511,13 +507,6 @@ class RecordCursor:
                 continue
             self._data = _records_section(self._mv, pos, h, self._verify_crc,
                                           _compression.DEFAULT_MAX_DECOMPRESSED)
-            size = len(self._data)
-            if h.records_count > size:
-                raise CorruptMessageError(f"batch at offset {h.base_offset} claims "
-                                          f"{h.records_count} records in {size} bytes")
-            if not h.records_count and size:
-                raise CorruptMessageError(
-                    f"batch at offset {h.base_offset}: {size} bytes left after 0 records")
             self._h = h
             self._pos = 0
             self._index = 0
@@ -541,15 +530,18 @@ def fetch_rows(buf: bytes | bytearray | memoryview, row_type: type[tuple], topic
 def _decode_rows(data: bytes, h: BatchHeader, pos: int, index: int, stop: int,
                  prev_delta: int, out: list, row_type: type[tuple], topic: str,
                  partition: int) -> tuple[int, int]:
-    """Append records index..stop-1 of the records section `data` (record `index` at
-    `pos`; `prev_delta` the offset delta of the one before, -1 for none) to `out` as
-    RecordCursor's rows: (position, offset delta) after the last one.
+    """The record decoder: append records index..stop-1 of the records section `data`
+    (_records_section's; record `index` at `pos`; `prev_delta` the offset delta of the one
+    before, -1 for none) to `out` as ROW_FIELDS tuples of `row_type`, built with
+    tuple.__new__ (`tuple` itself for plain rows): (position, offset delta) after the last
+    one. Every check of the records section is here; anything inconsistent raises
+    CorruptMessageError, after which `out` may hold the records before it.
 
     The consumer's hot loop, so everything is inline: varints of one or two bytes (values
-    below 8192), no call per record without headers, the record built at once. Fields that
-    overrun their record are caught by the one check that each record ends where its length
-    says (slicing past the end cannot fail, and a read past it raises IndexError).
-    IndexError or UnicodeDecodeError on a truncated section (the caller's to convert)."""
+    below 8192), no call per record without headers (those get one shared empty tuple),
+    the record built at once. Fields that overrun their record are caught by the one check
+    that each record ends where its length says (slicing past the end cannot fail, and a
+    read past it raises IndexError)."""
     count = h.records_count
     base_offset = h.base_offset
     base_ts = h.base_timestamp
@@ -566,58 +558,9 @@ def _decode_rows(data: bytes, h: BatchHeader, pos: int, index: int, stop: int,
     ts_x = -1
     ts = base_ts
     offset = base_offset + index - 1
-    for zz in range(index << 1, stop << 1, 2):  # record i's offset delta, zigzag
-        x = data[pos]                            # length
-        if x < 0x80:
-            pos += 1
-        elif (y := data[pos + 1]) < 0x80:
-            x = (x & 0x7F) | (y << 7)
-            pos += 2
-        else:
-            x, pos = read_uv(data, pos)
-        if x & 1:
-            raise CorruptMessageError(
-                f"batch at offset {base_offset}: record length {(x >> 1) ^ -1}")
-        rec_end = pos + (x >> 1)
-        x = data[pos + 1]                        # timestamp delta (after attributes)
-        if x < 0x80:
-            pos += 2
-        elif (y := data[pos + 2]) < 0x80:
-            x = (x & 0x7F) | (y << 7)
-            pos += 3
-        else:
-            x, pos = read_uv(data, pos + 1)
-        if x != ts_x:                            # records of one ms share one int
-            ts_x = x
-            ts = base_ts + ((x >> 1) ^ -(x & 1))
-        x = data[pos]                            # offset delta
-        if x < 0x80:
-            pos += 1
-        elif (y := data[pos + 1]) < 0x80:
-            x = (x & 0x7F) | (y << 7)
-            pos += 2
-        else:
-            x, pos = read_uv(data, pos)
-        if gaps:
-            delta = (x >> 1) ^ -(x & 1)
-            if delta <= prev_delta or delta > last_delta:
-                raise CorruptMessageError(
-                    f"batch at offset {base_offset}: offset delta {delta} after "
-                    f"{prev_delta} (last offset delta {last_delta})")
-            prev_delta = delta
-            offset = base_offset + delta
-        elif x == zz:
-            offset += 1
-        else:
-            raise CorruptMessageError(
-                f"batch at offset {base_offset}: offset delta {(x >> 1) ^ -(x & 1)} at "
-                f"record {zz >> 1} (last offset delta {last_delta}, {count} records)")
-        x = data[pos]                            # key
-        if x == 1:                               # -1: null
-            pos += 1
-            key = None
-            key_size = -1
-        else:
+    try:
+        for zz in range(index << 1, stop << 1, 2):  # record i's offset delta, zigzag
+            x = data[pos]                            # length
             if x < 0x80:
                 pos += 1
             elif (y := data[pos + 1]) < 0x80:
@@ -625,58 +568,111 @@ def _decode_rows(data: bytes, h: BatchHeader, pos: int, index: int, stop: int,
                 pos += 2
             else:
                 x, pos = read_uv(data, pos)
-            if x & 1:                            # other negative lengths: null too
+            if x & 1:
+                raise CorruptMessageError(
+                    f"batch at offset {base_offset}: record length {(x >> 1) ^ -1} is negative")
+            rec_end = pos + (x >> 1)
+            x = data[pos + 1]                        # timestamp delta (after attributes)
+            if x < 0x80:
+                pos += 2
+            elif (y := data[pos + 2]) < 0x80:
+                x = (x & 0x7F) | (y << 7)
+                pos += 3
+            else:
+                x, pos = read_uv(data, pos + 1)
+            if x != ts_x:                            # records of one ms share one int
+                ts_x = x
+                ts = base_ts + ((x >> 1) ^ -(x & 1))
+            x = data[pos]                            # offset delta
+            if x < 0x80:
+                pos += 1
+            elif (y := data[pos + 1]) < 0x80:
+                x = (x & 0x7F) | (y << 7)
+                pos += 2
+            else:
+                x, pos = read_uv(data, pos)
+            if gaps:
+                delta = (x >> 1) ^ -(x & 1)
+                if delta <= prev_delta or delta > last_delta:
+                    raise CorruptMessageError(
+                        f"batch at offset {base_offset}: offset delta {delta} after "
+                        f"{prev_delta} (last offset delta {last_delta})")
+                prev_delta = delta
+                offset = base_offset + delta
+            elif x == zz:
+                offset += 1
+            else:
+                raise CorruptMessageError(
+                    f"batch at offset {base_offset}: offset delta {(x >> 1) ^ -(x & 1)} at "
+                    f"record {zz >> 1} (last offset delta {last_delta}, {count} records)")
+            x = data[pos]                            # key
+            if x == 1:                               # -1: null
+                pos += 1
                 key = None
                 key_size = -1
             else:
-                key_size = x >> 1
-                key = data[pos:pos + key_size]
-                pos += key_size
-        x = data[pos]                            # value
-        if x < 0x80:
-            pos += 1
-        elif (y := data[pos + 1]) < 0x80:
-            x = (x & 0x7F) | (y << 7)
-            pos += 2
-        else:
-            x, pos = read_uv(data, pos)
-        if x & 1:
-            value = None
-            value_size = -1
-        else:
-            value_size = x >> 1
-            value = data[pos:pos + value_size]
-            pos += value_size
-        if data[pos]:                            # header count
-            x = data[pos]
+                if x < 0x80:
+                    pos += 1
+                elif (y := data[pos + 1]) < 0x80:
+                    x = (x & 0x7F) | (y << 7)
+                    pos += 2
+                else:
+                    x, pos = read_uv(data, pos)
+                if x & 1:                            # other negative lengths: null too
+                    key = None
+                    key_size = -1
+                else:
+                    key_size = x >> 1
+                    key = data[pos:pos + key_size]
+                    pos += key_size
+            x = data[pos]                            # value
             if x < 0x80:
                 pos += 1
+            elif (y := data[pos + 1]) < 0x80:
+                x = (x & 0x7F) | (y << 7)
+                pos += 2
             else:
                 x, pos = read_uv(data, pos)
-            n = (x >> 1) ^ -(x & 1)
-            if n < 0 or n > rec_end - pos:
+            if x & 1:
+                value = None
+                value_size = -1
+            else:
+                value_size = x >> 1
+                value = data[pos:pos + value_size]
+                pos += value_size
+            if data[pos]:                            # header count
+                x = data[pos]
+                if x < 0x80:
+                    pos += 1
+                else:
+                    x, pos = read_uv(data, pos)
+                n = (x >> 1) ^ -(x & 1)
+                if n < 0 or n > rec_end - pos:
+                    raise CorruptMessageError(
+                        f"batch at offset {base_offset}: invalid header count {n}")
+                parsed: list[tuple[str, bytes | None]] = []
+                pos = _parse_headers(data, pos, rec_end, n, parsed, base_offset)
+                headers = parsed
+            else:
+                pos += 1
+                headers = no_headers                 # shared: no list per record
+            if pos != rec_end:
                 raise CorruptMessageError(
-                    f"batch at offset {base_offset}: invalid header count {n}")
-            parsed: list[tuple[str, bytes | None]] = []
-            pos = _parse_headers(data, pos, rec_end, n, parsed, base_offset)
-            headers = parsed
-        else:
-            pos += 1
-            headers = no_headers                 # shared: no list per record
-        if pos != rec_end:
-            raise CorruptMessageError(
-                f"batch at offset {base_offset}: record fields end at {pos}, its length "
-                f"says {rec_end}")
-        append(new(row_type, (topic, partition, offset, ts, ts_type, key, value, headers,
-                              epoch, key_size, value_size)))
-    if stop == count and pos != len(data):
+                    f"batch at offset {base_offset}: record fields end at {pos}, its length "
+                    f"says {rec_end}")
+            append(new(row_type, (topic, partition, offset, ts, ts_type, key, value, headers,
+                                  epoch, key_size, value_size)))
+        if stop == count and pos != len(data):
+            raise CorruptMessageError(f"batch at offset {base_offset}: {len(data) - pos} "
+                                      f"bytes left after {count} records")
+        if ts_type == LOG_APPEND_TIME:
+            # Every record reports the batch's max timestamp (rare: fixed up, not in the loop).
+            max_ts = h.max_timestamp
+            out[start:] = [new(row_type, (*r[:3], max_ts, *r[4:])) for r in out[start:]]
+        return pos, prev_delta
+    except (IndexError, UnicodeDecodeError) as e:   # truncated, or a key not utf-8
         raise CorruptMessageError(
-            f"batch at offset {base_offset}: {len(data) - pos} bytes left after {count} records")
-    if ts_type == LOG_APPEND_TIME:
-        # Every record reports the batch's max timestamp (rare: fixed up, not in the loop).
-        max_ts = h.max_timestamp
-        out[start:] = [new(row_type, (*r[:3], max_ts, *r[4:])) for r in out[start:]]
-    return pos, prev_delta
+            f"batch at offset {base_offset}: records section is malformed ({e})") from None
 
 
 def parse_control_record(rec: ConsumedRecord) -> tuple[int, int]:
@@ -715,37 +711,49 @@ def decode_batch_columns(buf: bytes | bytearray | memoryview, pos: int, header: 
     gives it) to `columns`, one entry per record in each column.
 
     The checks are iter_batches' (CRC when verify_crc, the decompressed size, every count,
-    length and offset delta, utf-8 header keys): CorruptMessageError, after which the
-    columns may hold part of the batch. A control batch decodes like any other."""
-    data = _records_section(memoryview(buf), pos, header, verify_crc, max_decompressed)
-    try:
-        _decode_records(data, header, columns)
-    except (IndexError, UnicodeDecodeError) as e:
-        raise CorruptMessageError(
-            f"batch at offset {header.base_offset}: records section is malformed ({e})") from None
+    length and offset delta, utf-8 header keys): CorruptMessageError, and the columns are
+    left as they were. A control batch decodes like any other."""
+    rows = _batch_rows(memoryview(buf), pos, header, verify_crc, max_decompressed)
+    if not rows:
+        return
+    _, _, offsets, timestamps, _, keys, values, headers, _, _, _ = zip(*rows)
+    _extend(columns.offsets, offsets)
+    _extend(columns.timestamps, timestamps)
+    columns.keys.extend(keys)
+    columns.values.extend(values)
+    if columns.headers is not None:                     # a list each, as ConsumedRecord's
+        columns.headers.extend([hs or [] for hs in headers])
+
+
+def _extend(column: MutableSequence[int], values: tuple[int, ...]) -> None:
+    # An array takes an array's ints about twice as fast as a tuple's.
+    column.extend(array(column.typecode, values) if isinstance(column, array) else values)
 
 
 def _decode(mv: memoryview, pos: int, h: BatchHeader, verify_crc: bool,
             limit: int) -> list[ConsumedRecord]:
-    data = _records_section(mv, pos, h, verify_crc, limit)
-    cols = RecordColumns()
-    try:
-        _decode_records(data, h, cols)
-    except (IndexError, UnicodeDecodeError) as e:
-        raise CorruptMessageError(
-            f"batch at offset {h.base_offset}: records section is malformed ({e})") from None
-    ts_type = LOG_APPEND_TIME if h.attributes & TIMESTAMP_TYPE_LOG_APPEND else CREATE_TIME
-    epoch = h.partition_leader_epoch
+    """The records of the batch at `pos` as ConsumedRecords: the decoder's rows with the
+    batch's producer facts."""
+    rows = _batch_rows(mv, pos, h, verify_crc, limit)
     pid = h.producer_id
     pepoch = h.producer_epoch
-    rows = zip(cols.offsets, cols.timestamps, cols.keys, cols.values, cols.headers or ())
+    # A record without headers has the shared () in its row, and a list of its own here.
     if h.base_sequence < 0:
-        return [ConsumedRecord(o, t, ts_type, k, v, hs, epoch, pid, pepoch, -1)
-                for o, t, k, v, hs in rows]
+        return [ConsumedRecord(o, t, tt, k, v, hs or [], e, pid, pepoch, -1)
+                for _, _, o, t, tt, k, v, hs, e, _, _ in rows]
     first_seq = h.base_sequence - h.base_offset          # + offset: the record's sequence
-    return [ConsumedRecord(o, t, ts_type, k, v, hs, epoch, pid, pepoch,
+    return [ConsumedRecord(o, t, tt, k, v, hs or [], e, pid, pepoch,
                            (first_seq + o) & 0x7FFFFFFF)
-            for o, t, k, v, hs in rows]
+            for _, _, o, t, tt, k, v, hs, e, _, _ in rows]
+
+
+def _batch_rows(mv: memoryview, pos: int, h: BatchHeader, verify_crc: bool,
+                limit: int) -> list[tuple]:
+    """All records of the batch at `pos` as plain ROW_FIELDS tuples (no topic: "", -1)."""
+    data = _records_section(mv, pos, h, verify_crc, limit)
+    rows: list[tuple] = []
+    _decode_rows(data, h, 0, 0, h.records_count, -1, rows, tuple, "", -1)
+    return rows
 
 
 def _check_crc(mv: memoryview, pos: int, h: BatchHeader) -> None:
@@ -757,161 +765,30 @@ def _check_crc(mv: memoryview, pos: int, h: BatchHeader) -> None:
 
 def _records_section(mv: memoryview, pos: int, h: BatchHeader, verify_crc: bool,
                      limit: int) -> bytes:
-    """The batch's records section, CRC-checked and decompressed."""
-    total = h.total_size
+    """The batch's records section, CRC-checked and decompressed, its size checked against
+    the header's counts (a record takes at least one byte, an empty batch none)."""
     if verify_crc:
         _check_crc(mv, pos, h)
-    if h.records_count < 0 or h.last_offset_delta < 0:
-        raise CorruptMessageError(
-            f"batch at offset {h.base_offset}: records count {h.records_count}, "
-            f"last offset delta {h.last_offset_delta}")
-    section = mv[pos + HEADER_SIZE:pos + total]
-    if not section:
-        return b""
-    if h.attributes & 0x07:
-        return _compression.decompress(h.attributes & 0x07, section, limit)
-    return bytes(section)
-
-
-def _decode_records(data: bytes, h: BatchHeader, cols: RecordColumns) -> None:
-    """The one record decoder: append each record of the records section `data` to `cols`.
-    IndexError or UnicodeDecodeError on a truncated section (the caller's to convert)."""
     count = h.records_count
-    end = len(data)
-    base_offset = h.base_offset
-    if count > end:
+    if count < 0 or h.last_offset_delta < 0:
         raise CorruptMessageError(
-            f"batch at offset {base_offset} claims {count} records in {end} bytes")
-    base_ts = h.base_timestamp
-    last_delta = h.last_offset_delta
-    # Without gaps (no compaction) the offset deltas must be 0, 1, 2, ...: one comparison
-    # each, and the offsets are added in one go at the end.
-    gaps = count != last_delta + 1
-    offsets = cols.offsets
-    timestamps = cols.timestamps
-    ts_before = len(timestamps)
-    offsets_append = offsets.append
-    timestamps_append = timestamps.append
-    keys_append = cols.keys.append
-    values_append = cols.values.append
-    kept_headers = cols.headers
-    read_uv = _read_uvarint
-    prev_delta = -1
-    pos = 0
-    for zz_i in range(0, count << 1, 2):             # record i's offset delta, zigzag
-        # Varints of one or two bytes (values below 8192: the lengths, deltas and counts of
-        # ordinary records) are decoded inline; `x` is the zigzag value.
-        x = data[pos]
-        if x < 0x80:
-            pos += 1
-        elif data[pos + 1] < 0x80:
-            x = (x & 0x7F) | (data[pos + 1] << 7)
-            pos += 2
-        else:
-            x, pos = read_uv(data, pos)
-        length = (x >> 1) ^ -(x & 1)
-        rec_end = pos + length
-        if length < 0 or rec_end > end:
-            raise CorruptMessageError(
-                f"batch at offset {base_offset}: record length {length} overruns the batch")
-        pos += 1                                     # attributes, unused
-        x = data[pos]
-        if x < 0x80:
-            pos += 1
-        elif data[pos + 1] < 0x80:
-            x = (x & 0x7F) | (data[pos + 1] << 7)
-            pos += 2
-        else:
-            x, pos = read_uv(data, pos)
-        ts_delta = (x >> 1) ^ -(x & 1)
-        x = data[pos]
-        if x < 0x80:
-            pos += 1
-        elif data[pos + 1] < 0x80:
-            x = (x & 0x7F) | (data[pos + 1] << 7)
-            pos += 2
-        else:
-            x, pos = read_uv(data, pos)
-        if gaps:
-            off_delta = (x >> 1) ^ -(x & 1)
-            if off_delta <= prev_delta or off_delta > last_delta:
-                raise CorruptMessageError(
-                    f"batch at offset {base_offset}: offset delta {off_delta} after "
-                    f"{prev_delta} (last offset delta {last_delta})")
-            prev_delta = off_delta
-            offsets_append(base_offset + off_delta)
-        elif x != zz_i:
-            raise CorruptMessageError(
-                f"batch at offset {base_offset}: offset delta {(x >> 1) ^ -(x & 1)} at "
-                f"record {zz_i >> 1} (last offset delta {last_delta}, {count} records)")
-
-        x = data[pos]
-        if x < 0x80:
-            pos += 1
-        elif data[pos + 1] < 0x80:
-            x = (x & 0x7F) | (data[pos + 1] << 7)
-            pos += 2
-        else:
-            x, pos = read_uv(data, pos)
-        if x & 1:                                    # a negative length: null
-            key = None
-        else:
-            stop = pos + (x >> 1)
-            if stop > rec_end:
-                raise CorruptMessageError(f"batch at offset {base_offset}: key overruns record")
-            key = data[pos:stop]
-            pos = stop
-        x = data[pos]
-        if x < 0x80:
-            pos += 1
-        elif data[pos + 1] < 0x80:
-            x = (x & 0x7F) | (data[pos + 1] << 7)
-            pos += 2
-        else:
-            x, pos = read_uv(data, pos)
-        if x & 1:
-            value = None
-        else:
-            stop = pos + (x >> 1)
-            if stop > rec_end:
-                raise CorruptMessageError(f"batch at offset {base_offset}: value overruns record")
-            value = data[pos:stop]
-            pos = stop
-        x = data[pos]
-        if x:                                        # headers
-            if x < 0x80:
-                pos += 1
-            else:
-                x, pos = read_uv(data, pos)
-            n = (x >> 1) ^ -(x & 1)
-            if n < 0 or n > rec_end - pos:
-                raise CorruptMessageError(
-                    f"batch at offset {base_offset}: invalid header count {n}")
-            headers: list[tuple[str, bytes | None]] = []
-            pos = _parse_headers(data, pos, rec_end, n, headers, base_offset)
-            if kept_headers is not None:
-                kept_headers.append(headers)
-        else:
-            pos += 1
-            if kept_headers is not None:
-                kept_headers.append([])
-        if pos != rec_end:
-            raise CorruptMessageError(
-                f"batch at offset {base_offset}: record declares {length} bytes, "
-                f"fields take {length + pos - rec_end}")
-        timestamps_append(base_ts + ts_delta)
-        keys_append(key)
-        values_append(value)
-    if pos != end:
+            f"batch at offset {h.base_offset}: records count {count}, "
+            f"last offset delta {h.last_offset_delta}")
+    section = mv[pos + HEADER_SIZE:pos + h.total_size]
+    if not section:
+        data = b""
+    elif h.attributes & 0x07:
+        data = _compression.decompress(h.attributes & 0x07, section, limit)
+    else:
+        data = bytes(section)
+    size = len(data)
+    if count > size:
         raise CorruptMessageError(
-            f"batch at offset {base_offset}: {end - pos} bytes left after {count} records")
-    if not gaps:
-        offsets.extend(range(base_offset, base_offset + count))
-    if h.attributes & TIMESTAMP_TYPE_LOG_APPEND:
-        # Under LogAppendTime every record reports the batch's max timestamp.
-        max_ts = h.max_timestamp
-        for j in range(ts_before, len(timestamps)):
-            timestamps[j] = max_ts
+            f"batch at offset {h.base_offset} claims {count} records in {size} bytes")
+    if not count and size:
+        raise CorruptMessageError(
+            f"batch at offset {h.base_offset}: {size} bytes left after 0 records")
+    return data
 
 
 def _parse_headers(data: bytes, pos: int, rec_end: int, n: int,

@@ -1,25 +1,28 @@
-"""RecordCursor, the consumer's decoder: the same records and the same refusals as
-iter_batches (the broker's), taken whole or a few at a time, straight into ConsumerRecords."""
+"""RecordCursor, the consumer's face of the record decoder: the same records and the same
+refusals as iter_batches (the broker's face) and decode_batch_columns (Spark's), taken whole
+or a few at a time, straight into ConsumerRecords."""
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 
 from clients.protocol import compression as C
 from clients.protocol import errors
-from clients.protocol.batch_header import HEADER_SIZE
 from clients.protocol.read_committed import aborted_batches, aborted_filter
 from clients.protocol.records import (ABORT, COMMIT, LOG_APPEND_TIME, ROW_FIELDS, Record,
-                                      RecordCursor, build_batch, build_control_batch,
-                                      fetch_batches, fetch_rows, iter_batches)
+                                      RecordColumns, RecordCursor, build_batch,
+                                      build_control_batch, decode_batch_columns,
+                                      fetch_batches, fetch_rows, iter_batch_headers,
+                                      iter_batches)
 from clients.types import ConsumerRecord
-from tests.unit.test_records import (_BAD_SECTIONS, CODECS, NOW, SAMPLE, _patched,
-                                     _raw_record, _recompress, _with_section)
+from tests.unit.test_records import (_BAD_SECTIONS, _OK, CODECS, NOW, SAMPLE, _mutated_batches,
+                                     _patched, _raw_record, _with_section)
 
 
 def expected(buf: bytes, from_offset: int = 0) -> list[ConsumerRecord]:
-    """What a consumer should get, from the broker's decoder."""
+    """What a consumer should get, from the broker's face of the decoder."""
     return [ConsumerRecord("t", 3, r.offset, r.timestamp, r.timestamp_type, r.key, r.value,
                            r.headers or (), r.leader_epoch,
                            -1 if r.key is None else len(r.key),
@@ -94,6 +97,46 @@ def test_refuses_what_iter_batches_refuses(name):
         taken(_with_section(_BAD_SECTIONS[name], 1, 0), 10)
 
 
+# One decoder behind every face, so each refusal reads the same from all of them.
+_REFUSALS = [
+    (_BAD_SECTIONS["negative record length"], 1, 0, "record length -1 is negative"),
+    (_BAD_SECTIONS["record length overruns"], 1, 0, "record fields end at 9, its length says 64"),
+    (_BAD_SECTIONS["trailing bytes in record"], 1, 0,
+     "record fields end at 9, its length says 10"),
+    (_BAD_SECTIONS["trailing bytes after records"], 1, 0, "1 bytes left after 1 records"),
+    (_BAD_SECTIONS["key overruns"], 1, 0, "records section is malformed (index out of range)"),
+    (_BAD_SECTIONS["truncated varint"], 1, 0, "records section is malformed (index out of range)"),
+    (_BAD_SECTIONS["negative header count"], 1, 0, "invalid header count -1"),
+    (_BAD_SECTIONS["header count too large"], 1, 0, "invalid header count 63"),
+    (_BAD_SECTIONS["header key overruns"], 1, 0, "invalid header key length 16"),
+    (_BAD_SECTIONS["header value overruns"], 1, 0, "header value overruns record"),
+    (_BAD_SECTIONS["invalid utf-8 header key"], 1, 0,
+     "records section is malformed ('utf-8' codec can't decode byte 0xff"),
+    (_BAD_SECTIONS["overlong varint"], 1, 0, "varint longer than 10 bytes"),
+    (_raw_record(1) + _raw_record(1), 2, 1,
+     "offset delta 1 at record 0 (last offset delta 1, 2 records)"),
+    (_raw_record(1) + _raw_record(1), 2, 5, "offset delta 1 after 1 (last offset delta 5)"),
+    (_raw_record(0) + _raw_record(6), 2, 5, "offset delta 6 after 0 (last offset delta 5)"),
+    (b"", 1, 0, "claims 1 records in 0 bytes"),
+    (_OK, 0, 0, f"{len(_OK)} bytes left after 0 records"),
+]
+
+
+@pytest.mark.parametrize("section,count,last_delta,message", _REFUSALS)
+def test_each_refusal_says_the_same_through_every_face(section, count, last_delta, message):
+    buf = _with_section(section, count, last_delta)
+    match = re.escape(message)
+    with pytest.raises(errors.CorruptMessageError, match=match):
+        list(iter_batches(buf))
+    with pytest.raises(errors.CorruptMessageError, match=match):
+        taken(buf, 1)
+    (pos, h), = iter_batch_headers(buf)
+    columns = RecordColumns()
+    with pytest.raises(errors.CorruptMessageError, match=match):
+        decode_batch_columns(buf, pos, h, columns)
+    assert len(columns) == 0 and columns.headers == []      # nothing of a refused batch
+
+
 @pytest.mark.parametrize("codec", CODECS)
 def test_record_count_and_crc(codec):
     buf = build_batch([Record(None, b"a"), Record(None, b"b")], compression=codec)
@@ -122,17 +165,8 @@ def test_records_before_a_corrupt_batch_come_out_first():
 
 @pytest.mark.parametrize("codec,seed", [(C.NONE, 1), (C.NONE, 2), (C.GZIP, 3)])
 def test_mutations_decode_or_fail_exactly_as_iter_batches(codec, seed):
-    rng = random.Random(seed)
-    plain = build_batch(SAMPLE[:7], now_ms=NOW)
-    section = plain[HEADER_SIZE:]
-    for _ in range(1500):
-        mutated = bytearray(section)
-        for _ in range(rng.randint(1, 3)):
-            mutated[rng.randrange(len(mutated))] = rng.getrandbits(8)
-        if rng.random() < 0.2:
-            del mutated[rng.randrange(len(mutated)):]
-        payload = C.compress(codec, bytes(mutated)) if codec else bytes(mutated)
-        buf = _recompress(plain, codec, payload)
+    rng = random.Random(seed)                   # the portions taken
+    for buf in _mutated_batches(codec, seed):
         try:
             want = expected(buf)
         except errors.CorruptMessageError:
