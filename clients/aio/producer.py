@@ -9,7 +9,8 @@
 
 `await send(...)` returns once the record is in the accumulator: it only waits for the
 topic's metadata and for buffer memory, together at most `max.block.ms` (then
-KafkaTimeoutError). The returned future resolves with the record's RecordMetadata or
+KafkaTimeoutError), and yields to the event loop once when the record opened or filled a
+batch, so that the sender takes full batches while a loop of sends goes on. The returned future resolves with the record's RecordMetadata or
 fails with the delivery error; `on_delivery(err, md)` is called then too, on the event
 loop (keep it quick). Records to one partition are delivered in `send` order.
 
