@@ -10,6 +10,22 @@ from tests.support.cluster import Cluster
 _NOTABLE = re.compile(r"^\[[^\]]*\] (WARNING |ERROR |CRITICAL |INFO broker\.replication\.|INFO strom\.broker: .*ISR)")
 _MAX_LINES_PER_BROKER = 60
 
+# zookeeper.session.timeout.ms of the chaos clusters. Most of a kill -9 round is the wait for
+# the dead broker's session to expire (no new leader, controller or re-registration before
+# that): 3 s rather than the Cluster default of 6 s. The test ZooKeeper ticks every 500 ms,
+# so it grants any timeout in [1 s, 10 s] and expires a session 0-0.5 s late; kazoo pings
+# every ~0.6-1 s with a 3 s session, so a broker frozen (SIGSTOP) for less than ~2 s keeps its
+# session. A test whose pause must stay inside the session but cannot be that short (e.g. a
+# follower frozen past replica.lag.time.max.ms, 3 s) asks for its own timeout with
+# @pytest.mark.zk_session_ms(ms).
+ZK_SESSION_MS = 3000
+ZK_SESSION_S = ZK_SESSION_MS / 1000
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "zk_session_ms(ms): zookeeper.session.timeout.ms of the chaos "
+                                       "`cluster` fixture for this test (default ZK_SESSION_MS)")
+
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
@@ -39,8 +55,11 @@ def stop_telling_a_failure(c: Cluster, request) -> None:
 
 @pytest.fixture
 def cluster(tmp_path, request):
-    """ZooKeeper + 3 broker processes (replication factor 3, min.insync.replicas 2)."""
-    c = Cluster(tmp_path / "cluster", brokers=3)
+    """ZooKeeper + 3 broker processes (replication factor 3, min.insync.replicas 2), with
+    ZK_SESSION_MS ZooKeeper sessions unless the test is marked zk_session_ms(ms)."""
+    marker = request.node.get_closest_marker("zk_session_ms")
+    session_ms = int(marker.args[0]) if marker else ZK_SESSION_MS
+    c = Cluster(tmp_path / "cluster", brokers=3, zookeeper_session_timeout_ms=session_ms)
     c.start()
     try:
         yield c

@@ -26,11 +26,12 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from clients.protocol.errors import Code
 from clients.protocol.records import Record, build_batch
 from tests.chaos.checker import Checker, ChaosProducer, read_back
+from tests.chaos.conftest import ZK_SESSION_S
 from tests.support.wire import WireClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-SESSION_S = 6.0
+SESSION_S = ZK_SESSION_S      # the clusters' ZooKeeper session timeout (conftest)
 PARTITIONS = 3
 
 

@@ -27,11 +27,17 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.chaos.replicas import create_topic, log_bytes, replicas_identical
 from tests.chaos.checker import Checker, ChaosProducer, read_back
+from tests.chaos.conftest import ZK_SESSION_S
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-SESSION_S = 6.0
-LAG_S = 3.0
+SESSION_S = ZK_SESSION_S      # the cluster's ZooKeeper session timeout (conftest), 3 s
+LAG_S = 3.0                   # replica.lag.time.max.ms of the cluster (Cluster's default)
+# The paused-follower test's short pause lasts past the ISR shrink (LAG_S to 1.5 * LAG_S
+# after the SIGSTOP) and a second more, and must stay inside the follower's ZooKeeper
+# session: a 3 s session would expire in every such pause, so that test keeps 6 s ones (each
+# round prints whether the follower was still registered at SIGCONT).
+PAUSE_SESSION_MS = 6000
 
 
 def check_identical(cluster, topic: str) -> None:
@@ -51,6 +57,7 @@ def shrunk_isr(cluster, topic: str) -> list[int] | None:
 # ---- 1. a follower frozen past replica.lag.time.max.ms ------------------------------------------
 
 
+@pytest.mark.zk_session_ms(PAUSE_SESSION_MS)
 def test_paused_follower_leaves_and_rejoins_isr(cluster, long_run):
     # (extra seconds past the ISR shrink to stay paused): short and long pauses alternate;
     # the long one outlasts the ZooKeeper session.
@@ -149,7 +156,9 @@ def test_two_brokers_down_refuses_acks_all(cluster, long_run):
     # own topic, created with its leader where the round wants it.
     rounds = 4 if long_run else 2
     rng = random.Random(5)
-    down_s = SESSION_S + 4.0          # past the ISR shrink and past the followers' session expiry
+    # Past the ISR shrink (LAG_S + up to LAG_S / 2) and past the followers' session expiry
+    # (SESSION_S + up to a 500 ms tick), with seconds to spare for a busy machine.
+    down_s = max(SESSION_S, LAG_S) + 4.0
     for r in range(rounds):
         ctl = cluster.controller_id()
         assert ctl is not None

@@ -24,10 +24,20 @@ import pytest
 
 from tests.chaos.replicas import create_topic, log_bytes, replicas_identical
 from tests.chaos.checker import Checker, ChaosProducer, read_back
+from tests.chaos.conftest import ZK_SESSION_S
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-SESSION_S = 6.0
+SESSION_S = ZK_SESSION_S      # the clusters' ZooKeeper session timeout (conftest)
+# A replica frozen to make a tail must keep its ZooKeeper session (kazoo renews it every
+# third of SESSION_S, so it may expire 2/3 * SESSION_S after the SIGSTOP): were it to expire,
+# the controller would drop the replica from the ISR before the kills and the partition would
+# have no live ISR member to elect. The freezes below last well under a second.
+# The restarted-follower test keeps 6 s sessions: it asserts that the first leader after the
+# kill is the restarted follower, and with 3 s sessions the two killed brokers' sessions
+# expired in different 500 ms ticks often enough (once in 5 rounds) for the new controller
+# to elect the other killed broker, still registered, for the 0.4 s between the expiries.
+ELECTED_AT_ONCE_SESSION_MS = 6000
 
 
 def check_identical(cluster, topic: str) -> bytes:
@@ -75,6 +85,7 @@ def full_isr(cluster, topic: str) -> bool:
 # ---- 1. a restarted follower elected leader at once --------------------------------------------
 
 
+@pytest.mark.zk_session_ms(ELECTED_AT_ONCE_SESSION_MS)
 def test_restarted_follower_elected_at_once_keeps_acked_records(cluster, long_run):
     rounds = 6 if long_run else 2
     rng = random.Random(101)
@@ -152,7 +163,8 @@ def rounds_with_restarted_follower_elected(cluster, topic: str, producer: ChaosP
         if lagging:
             cluster.sigcont(f)
             assert sizes[leader] > sizes[f], f"no tail beyond the lagging follower: {sizes}"
-        new_leader = cluster.wait_for_leader(topic, 0, timeout=SESSION_S + 30, other_than=leader)
+        new_leader = cluster.wait_for_leader(topic, 0, timeout=ELECTED_AT_ONCE_SESSION_MS / 1000 + 30,
+                                             other_than=leader)
         t_elected = time.monotonic() - t1
         state = cluster.partition_state(topic, 0)
         assert new_leader == f, f"expected {f} (the only live ISR member) to lead: {state}"
@@ -217,19 +229,22 @@ def test_two_failed_brokers_with_tails_do_not_diverge(cluster, long_run):
             ctl = cluster.controller_id()
             first, second = (leader, follower) if r % 2 == 0 else (follower, leader)
             # Tails: the remaining replica stops fetching for a moment (staying in the ISR,
-            # well within replica.lag.time.max.ms), then the follower too; the leader takes
-            # acks=1 writes all along. At the kill the leader holds the longest log, the
-            # follower a shorter one, the remaining replica the shortest.
+            # well within replica.lag.time.max.ms and its ZooKeeper session), then the
+            # follower too; the leader takes acks=1 writes all along. At the kill the leader
+            # holds the longest log, the follower a shorter one, the remaining replica the
+            # shortest.
+            t_frozen = time.monotonic()
             cluster.sigstop(rest)
-            time.sleep(0.6)
-            cluster.sigstop(follower)
             time.sleep(0.4)
+            cluster.sigstop(follower)
+            time.sleep(0.25)
             acked_all = p_all.acked
             cluster.kill9(first)
             cluster.kill9(second)
             t0 = time.monotonic()
             at_kill = {i: log_bytes(cluster, i, topic) for i in (leader, follower, rest)}
             cluster.sigcont(rest)
+            frozen_s = time.monotonic() - t_frozen
             sizes = {i: len(b) for i, b in at_kill.items()}
             assert sizes[leader] > sizes[follower] > sizes[rest], f"no divergent tails: {sizes}"
             kills.append({i: at_kill[i] for i in (leader, follower)})
@@ -246,7 +261,8 @@ def test_two_failed_brokers_with_tails_do_not_diverge(cluster, long_run):
             t_full = time.monotonic() - t0
             p_all.wait_acked(p_all.acked + 500, timeout=60)
             print(f"round {r}: killed {first} then {second} (leader {leader}, follower {follower}, controller "
-                  f"{ctl}) with {acked_all} acks=all acked; log bytes at the kill {sizes}; "
+                  f"{ctl}) with {acked_all} acks=all acked; log bytes at the kill {sizes} ({rest} frozen "
+                  f"{frozen_s:.2f} s); "
                   f"while down: leader {state_down['leader']} epoch {state_down['leader_epoch']} ISR "
                   f"{state_down['isr']}; restarted {second} then {first}; ISR full after {t_full:.2f} s")
         final_leader = cluster.leader(topic, 0)

@@ -17,11 +17,12 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.chaos.checker import Checker, ChaosProducer, read_back
+from tests.chaos.conftest import ZK_SESSION_MS, ZK_SESSION_S
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 TOPIC = "chaos"
-SESSION_S = 6.0
+SESSION_S = ZK_SESSION_S      # the clusters' ZooKeeper session timeout (conftest)
 
 
 def create_topic(cluster, partitions: int = 1) -> None:
@@ -126,7 +127,8 @@ def test_preferred_replica_takes_leadership_back(tmp_path):
     """auto.leader.rebalance.enable: after a failover the restarted preferred (first)
     replica becomes leader again once it is back in the ISR."""
     from tests.support.cluster import Cluster
-    with Cluster(tmp_path / "c", brokers=3, overrides={"leader.imbalance.check.interval.seconds": "1"}) as cluster:
+    with Cluster(tmp_path / "c", brokers=3, overrides={"leader.imbalance.check.interval.seconds": "1"},
+                 zookeeper_session_timeout_ms=ZK_SESSION_MS) as cluster:
         cluster.start()
         create_topic(cluster, partitions=3)
         preferred = {p: cluster.leader(TOPIC, p) for p in range(3)}

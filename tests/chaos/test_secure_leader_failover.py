@@ -28,7 +28,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from clients.aio.security import ClientSecurity
 from tests.chaos.checker import ChaosProducer, Checker, read_back
-from tests.chaos.conftest import stop_telling_a_failure
+from tests.chaos.conftest import ZK_SESSION_MS, stop_telling_a_failure
 from tests.chaos.test_leader_failover import kill_leader_rounds, replicas_identical
 from tests.support.cluster import Cluster
 from tests.support.security import USERS, SecurityKit, secure_overrides
@@ -81,7 +81,8 @@ def secure_cluster(tmp_path: Path, kit: SecurityKit, inter_broker_mechanism: str
     overrides = secure_overrides(kit, LISTENERS, inter_broker="SASL_SSL",
                                  inter_broker_mechanism=inter_broker_mechanism)
     admin = ClientSecurity.from_config(librdkafka_config(kit, "admin"))
-    c = Cluster(tmp_path / "cluster", brokers=3, overrides=overrides, client_security=admin)
+    c = Cluster(tmp_path / "cluster", brokers=3, overrides=overrides, client_security=admin,
+                zookeeper_session_timeout_ms=ZK_SESSION_MS)
     try:
         if inter_broker_mechanism.startswith("SCRAM-"):
             # The brokers log in to each other with SCRAM from their first request on.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.chaos.conftest import ZK_SESSION_MS
 from tests.support.cluster import Cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -31,7 +32,7 @@ def isolate_leader(cluster, topic_configs: dict[str, str] | None = None) -> tupl
 
 
 def test_partition_stays_offline_without_unclean_election(tmp_path):
-    with Cluster(tmp_path / "c", brokers=3) as cluster:
+    with Cluster(tmp_path / "c", brokers=3, zookeeper_session_timeout_ms=ZK_SESSION_MS) as cluster:
         cluster.start()
         dead, follower = isolate_leader(cluster)
         cluster.wait_until(lambda: cluster.partition_state(TOPIC, 0)["leader"] == -1, timeout=30)
@@ -45,7 +46,8 @@ def test_partition_stays_offline_without_unclean_election(tmp_path):
 @pytest.mark.parametrize("where", ["broker", "topic"])
 def test_unclean_election_elects_an_out_of_sync_replica(tmp_path, where):
     setting = {"unclean.leader.election.enable": "true"}
-    with Cluster(tmp_path / "c", brokers=3, overrides=setting if where == "broker" else None) as cluster:
+    with Cluster(tmp_path / "c", brokers=3, overrides=setting if where == "broker" else None,
+                 zookeeper_session_timeout_ms=ZK_SESSION_MS) as cluster:
         cluster.start()
         dead, follower = isolate_leader(cluster, setting if where == "topic" else None)
         cluster.wait_until(lambda: cluster.leader(TOPIC, 0) == follower, timeout=30)
@@ -60,7 +62,7 @@ def test_turning_unclean_election_on_elects_an_offline_partition(tmp_path, where
     (kafka-configs --entity-default) or for the topic, without a broker change."""
     import subprocess
     from pathlib import Path
-    with Cluster(tmp_path / "c", brokers=3) as cluster:
+    with Cluster(tmp_path / "c", brokers=3, zookeeper_session_timeout_ms=ZK_SESSION_MS) as cluster:
         cluster.start()
         dead, follower = isolate_leader(cluster)
         cluster.wait_until(lambda: cluster.partition_state(TOPIC, 0)["leader"] == -1, timeout=30)
