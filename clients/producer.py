@@ -192,7 +192,7 @@ class Producer:
             items = [handoff.popleft() for _ in range(len(handoff))]
             with self._handoff_lock:
                 self._handoff_room.notify_all()
-            now = asyncio.get_running_loop().time()
+            clock = asyncio.get_running_loop().time
             for item in items:
                 if len(item) == 1:
                     item[0].set_result(None)
@@ -204,7 +204,8 @@ class Producer:
                     if core._started and num and (partition is None or partition < num):
                         core._check_sendable()
                         waiting = core._append_now(fut, topic, value, key, partition,
-                                                   timestamp_ms, headers, on_delivery, now)
+                                                   timestamp_ms, headers, on_delivery,
+                                                   clock())
                         if waiting is not None:
                             await core._append_when_memory_frees(waiting, since)
                         elif core._wake.is_set():

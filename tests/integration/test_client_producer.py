@@ -330,3 +330,26 @@ def test_a_tight_loop_of_async_sends_lets_full_batches_go_out(shared_broker):
     during, total = asyncio.run(main())
     assert total == 30_000
     assert during > 3_000, f"only {during} of 30,000 records acknowledged while sending"
+
+
+def test_a_sync_producer_fills_its_batches(shared_broker):
+    # The I/O thread appends all the records handed to it at a time; each new batch must
+    # start its linger when it is opened, not when the hand-off was taken (a batch stamped
+    # with a stale time looked lingered at once and went out with a few records: 5x the
+    # requests, and the broker's CPU with them).
+    from clients.protocol.records import iter_batch_headers
+
+    topic = "sync-full-batches"
+    create_topic(shared_broker.bootstrap, topic, 1)
+    records = 50_000
+    with Producer(bootstrap_servers=shared_broker.bootstrap, linger_ms=20, batch_size=16384,
+                  enable_idempotence=False, acks=1) as p:
+        for _ in range(records):
+            p.send(topic, b"x" * 100, partition=0)
+        p.flush()
+    per_batch = 16384 // 121                       # 100 B records, ~121 B encoded
+    ideal = records // per_batch + 1
+    segment = shared_broker.log_dir / f"{topic}-0" / "00000000000000000000.log"
+    headers = [h for _, h in iter_batch_headers(segment.read_bytes())]
+    assert sum(h.records_count for h in headers) == records
+    assert len(headers) <= 2 * ideal, f"{len(headers)} batches for {records} records (ideal {ideal})"
