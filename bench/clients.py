@@ -709,29 +709,36 @@ def failed_runs(runs: list[dict[str, Any]], phase: str, row: str) -> int:
     return sum(1 for x in runs if row in x[phase] and "failed" in x[phase][row])
 
 
+def phase_rows(runs: list[dict[str, Any]], phase: str, names: list[str], keys: tuple[str, ...],
+               labels: dict[str, str], targets: dict[str, float],
+               out: dict[str, Any]) -> list[list[Any]]:
+    """The table rows of one phase (produce or consume), and its figures into `out[phase]`:
+    for each client row its medians of `keys` in that order, then target, status, failures."""
+    rows = []
+    for row in names:
+        c = {k: cell(runs, phase, row, k) for k in keys}
+        target = targets.get(row)
+        fails = failed_runs(runs, phase, row)
+        out[phase][row] = {**c, "failed_runs": fails, "target_ratio": target}
+        first = c[keys[0]]
+        rate = first["median"] if first["n"] else ("FAILED" if fails else None)
+        spread = f"{first['spread']:.0%}" if first["spread"] is not None else None
+        rows.append([labels[row], rate, spread, *(c[k]["median"] for k in keys[1:]),
+                     f">= {target:g}x" if target else None,
+                     status(c["ratio_to_pure_python"], target), fails or None])
+    return rows
+
+
 def workload_tables(runs: list[dict[str, Any]], a: argparse.Namespace, size: int,
                     parts: int) -> dict[str, Any]:
     labels = {r: label for r, _, label in PRODUCERS}
     clabels = {r: label for r, _, label in CONSUMERS}
-    m = lambda c: c["median"]       # noqa: E731
-    pct = lambda c: f"{c['spread']:.0%}" if c["spread"] is not None else None   # noqa: E731
     out: dict[str, Any] = {"record_size": size, "partitions": parts,
                            "records": a.records_by_size[size], "produce": {}, "consume": {}}
-    rows = []
-    for row in a.producers:
-        c = {k: cell(runs, "produce", row, k) for k in (
-            "records_per_s", "mb_per_s", "ratio_to_pure_python", "ratio_to_confluent",
-            "loop_records_per_s", "client_cpu_us_per_record", "broker_cpu_us_per_record")}
-        target = PRODUCE_TARGETS.get(row)
-        fails = failed_runs(runs, "produce", row)
-        out["produce"][row] = {**c, "failed_runs": fails, "target_ratio": target}
-        rate = m(c["records_per_s"]) if c["records_per_s"]["n"] else ("FAILED" if fails else None)
-        rows.append([labels[row], rate, pct(c["records_per_s"]), m(c["mb_per_s"]),
-                     m(c["ratio_to_pure_python"]), m(c["ratio_to_confluent"]),
-                     m(c["loop_records_per_s"]), m(c["client_cpu_us_per_record"]),
-                     m(c["broker_cpu_us_per_record"]),
-                     f">= {target:g}x" if target else None, status(c["ratio_to_pure_python"], target),
-                     fails or None])
+    rows = phase_rows(runs, "produce", a.producers, (
+        "records_per_s", "mb_per_s", "ratio_to_pure_python", "ratio_to_confluent",
+        "loop_records_per_s", "client_cpu_us_per_record", "broker_cpu_us_per_record"),
+        labels, PRODUCE_TARGETS, out)
     print(f"\n{size} B records, {parts} partition{'s' if parts > 1 else ''}, "
           f"{a.records_by_size[size]:,} records a run: PRODUCE, {runs_note(a.repeats)}; record i "
           f"to partition i mod {parts} (explicit), acks=1, not idempotent, linger.ms=5, "
@@ -749,21 +756,10 @@ def workload_tables(runs: list[dict[str, Any]], a: argparse.Namespace, size: int
                   f"{', '.join(f'{v:,.0f}' for v in loop['runs'])}); target >= "
                   f"{SEND_LOOP_TARGET:,} rec/s of {SEND_LOOP_TARGET_SIZE} B: {verdict}")
             out["send_loop_target"] = {"records_per_s": SEND_LOOP_TARGET, "status": verdict}
-    rows = []
-    for row in a.consumers:
-        c = {k: cell(runs, "consume", row, k) for k in (
-            "records_per_s", "mb_per_s", "after_first_batch_records_per_s", "ratio_to_pure_python",
-            "ratio_to_confluent", "client_cpu_us_per_record", "broker_cpu_us_per_record")}
-        target = CONSUME_TARGETS.get(row)
-        fails = failed_runs(runs, "consume", row)
-        out["consume"][row] = {**c, "failed_runs": fails, "target_ratio": target}
-        rate = m(c["records_per_s"]) if c["records_per_s"]["n"] else ("FAILED" if fails else None)
-        rows.append([clabels[row], rate, pct(c["records_per_s"]), m(c["mb_per_s"]),
-                     m(c["after_first_batch_records_per_s"]), m(c["ratio_to_pure_python"]),
-                     m(c["ratio_to_confluent"]), m(c["client_cpu_us_per_record"]),
-                     m(c["broker_cpu_us_per_record"]),
-                     f">= {target:g}x" if target else None, status(c["ratio_to_pure_python"], target),
-                     fails or None])
+    rows = phase_rows(runs, "consume", a.consumers, (
+        "records_per_s", "mb_per_s", "after_first_batch_records_per_s", "ratio_to_pure_python",
+        "ratio_to_confluent", "client_cpu_us_per_record", "broker_cpu_us_per_record"),
+        clabels, CONSUME_TARGETS, out)
     if rows:
         sources = sorted({x.get("consumed_topic_from", "-") for x in runs})
         print(f"\n{size} B records, {parts} partition{'s' if parts > 1 else ''}: CONSUME, "
