@@ -10,9 +10,10 @@
 `await send(...)` returns once the record is in the accumulator: it only waits for the
 topic's metadata and for buffer memory, together at most `max.block.ms` (then
 KafkaTimeoutError), and yields to the event loop once when the record opened or filled a
-batch, so that the sender takes full batches while a loop of sends goes on. The returned future resolves with the record's RecordMetadata or
-fails with the delivery error; `on_delivery(err, md)` is called then too, on the event
-loop (keep it quick). Records to one partition are delivered in `send` order.
+batch, so that the sender takes full batches while a loop of sends goes on. The returned
+future resolves with the record's RecordMetadata or fails with the delivery error;
+`on_delivery(err, md)` is called then too, on the event loop (keep it quick). Records to
+one partition are delivered in `send` order.
 
 One sender task drains ready batches grouped by partition leader into one ProduceRequest
 per broker (at most `max.in.flight.requests.per.connection` unanswered per broker) and
@@ -359,9 +360,9 @@ class AsyncProducer(ProducerTransactions):
                     partition: int | None, timestamp_ms: int | None, headers: Headers,
                     on_delivery: DeliveryCallback | None, now: float) -> tuple[Any, ...] | None:
         """send()'s work once the topic's metadata is known: serialize, place and append
-        the record (`now`: the loop's time). Returns None when it is appended, or (the record is serialized and
-        placed, but buffer.memory is full) what `_append_when_memory_frees` needs. The
-        per-record path: keep it lean."""
+        the record (`now`: the loop's time). Returns None when it is appended, or (the
+        record is serialized and placed, but buffer.memory is full) what
+        `_append_when_memory_frees` needs. The per-record path: keep it lean."""
         cluster = self._client.cluster
         key_ser, value_ser = self._key_ser, self._value_ser
         key_bytes = (key if key is None and key_ser is None

@@ -16,7 +16,8 @@ import struct
 from typing import Sequence
 
 from . import compression as _compression
-from .batch_header import HEADER_SIZE, LOG_OVERHEAD, TRANSACTIONAL, BatchHeader, pack_header, write_crc
+from .batch_header import (HEADER_SIZE, LOG_OVERHEAD, TRANSACTIONAL, BatchHeader, pack_header,
+                           write_crc)
 from .records import _UV, _UV_CACHED, MAGIC, _uvarint_bytes
 
 __all__ = ["BatchWriter", "encode_headers"]

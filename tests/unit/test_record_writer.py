@@ -26,7 +26,8 @@ def _random_records(rng: random.Random, n: int) -> list[Record]:
         key = None if rng.random() < 0.3 else rng.randbytes(rng.choice((0, 3, 200, 9000)))
         value = None if rng.random() < 0.1 else rng.randbytes(rng.choice((0, 100, 1024, 20000)))
         headers = [] if rng.random() < 0.6 else [
-            (rng.choice(("h", "trace-id", "ünïcode")), None if rng.random() < 0.2 else rng.randbytes(rng.randint(0, 40)))
+            (rng.choice(("h", "trace-id", "ünïcode")),
+             None if rng.random() < 0.2 else rng.randbytes(rng.randint(0, 40)))
             for _ in range(rng.randint(1, 3))]
         # Timestamps go back and forth (negative deltas) and jump far (multi-byte varints).
         ts += rng.choice((0, 1, -5, 10_000, -3_000_000, 86_400_000))
