@@ -271,3 +271,29 @@ def test_blocked_send_proceeds_when_memory_is_freed():
         await p.close(0)
 
     asyncio.run(main())
+
+
+def test_completing_a_batch_skips_futures_their_owners_cancelled():
+    # complete() sets each result without asking done() first (a lock per record for the
+    # sync Producer's futures): a cancelled future must neither stop nor break the rest.
+    import threading
+
+    from clients.producer import RecordFuture
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        acc = RecordAccumulator(linger=0.0)
+        lock = threading.Condition()
+        futs = [loop.create_future(), RecordFuture(lock), loop.create_future(), RecordFuture(lock)]
+        futs[0].cancel()
+        futs[1].cancel()
+        for i, f in enumerate(futs):
+            size = record_size(None, b"v")
+            assert acc.reserve(size)
+            batch = acc.append(T0, 1000 + i, None, b"v", b"\x00", size,
+                               (f, 1000 + i, -1, 1, None), 0.0)
+        batch.complete(40, -1)
+        assert futs[0].cancelled() and futs[1].cancelled()
+        assert futs[2].result().offset == 42 and futs[3].result(0).offset == 43
+
+    asyncio.run(main())
