@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import socket
 from collections.abc import Awaitable, Callable, Iterable
 
@@ -30,6 +29,7 @@ from clients.connect.rest.bodies import error_response, json_response
 from clients.connect.rest.loggers import LoggingResource
 from clients.connect.rest.resources import ConnectorPluginsResource, ConnectorsResource
 from clients.connect.runtime.herder import Herder
+from clients.http_listeners import parse_listener
 
 __all__ = ["ConnectRestServer", "parse_listener", "MAX_BODY_BYTES", "REQUEST_TIMEOUT_S"]
 
@@ -46,24 +46,8 @@ NO_LEADER_MESSAGE = ("Cannot complete request momentarily due to no known leader
                      "likely because a rebalance was underway.")
 _FORWARDED_REQUEST_HEADERS = ("Content-Type", "Accept", "Authorization")
 _FORWARDED_ANSWER_HEADERS = ("Content-Type", "Location")
-# Kafka's RestServerConfig.LISTENER_PATTERN: scheme://[host]:port, the host possibly empty.
-_LISTENER = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://\[?(?P<host>[0-9A-Za-z\-%._:]*?)\]?:(?P<port>-?\d+)/?$")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-def parse_listener(listener: str) -> tuple[str, int]:
-    """(host, port) of an `http://host:port` listener; an empty host means all interfaces
-    ("0.0.0.0"). Any other scheme, or a malformed one, is a ValueError."""
-    m = _LISTENER.match(listener.strip())
-    if m is None:
-        raise ValueError(f"Could not parse listener '{listener}': expected http://host:port")
-    if m["scheme"].lower() != "http":
-        raise ValueError(f"Listener '{listener}': only http listeners are supported")
-    port = int(m["port"])
-    if not 0 <= port <= 65535:
-        raise ValueError(f"Listener '{listener}': port {port} is out of range")
-    return m["host"] or "0.0.0.0", port
 
 
 class ConnectRestServer:
