@@ -28,6 +28,11 @@
 #       librdkafka.properties (kcat -F). ZooKeeper and the metrics ports stay plaintext on
 #       127.0.0.1.
 #
+#   --rest           also start the REST proxy (docs/REST.md: Confluent's v2 and v3 APIs;
+#                    config/kafka-rest.properties, http://127.0.0.1:8082) in front of the
+#                    brokers, in the background (output in DIR/logs/rest-rest.out); with
+#                    --secure it asks for HTTP basic credentials and passes them to the
+#                    brokers as SASL PLAIN, so each user's ACLs apply.
 #   --data-dir DIR   where data, pid files (DIR/run/) and logs (DIR/logs/) go; default ./data,
 #                    the directories the config files name. Another DIR overrides the
 #                    brokers' log.dirs (DIR/kafka-logs-N, standalone: DIR/kafka-logs) and
@@ -43,7 +48,7 @@ usage() {   # the comment block at the top of this file
     exit "${1:-1}"
 }
 
-brokers=3 data_dir="" standalone=0 dry_run=0 setup=1 brokers_given=0 secure=0
+brokers=3 data_dir="" standalone=0 dry_run=0 setup=1 brokers_given=0 secure=0 rest=0
 timeout=${STROM_START_TIMEOUT:-90}
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -55,6 +60,7 @@ while [ $# -gt 0 ]; do
         --timeout=*) timeout=${1#*=}; shift ;;
         --standalone) standalone=1; shift ;;
         --secure) secure=1; shift ;;
+        --rest) rest=1; shift ;;
         --dry-run) dry_run=1; shift ;;
         --no-setup) setup=0; shift ;;
         -h | --help) usage 0 ;;
@@ -153,6 +159,78 @@ if [ ! -f broker/__main__.py ]; then
     exit 1
 fi
 
+############################# --rest #############################
+
+# Run a bin/ start script in the foreground mode under nohup, in the background: it execs the
+# server, so $! is the server's pid. Waits (up to 5 s) until that exec happened. The script
+# itself records the pid in data/run/ too; with another data dir that copy is removed, so
+# that only DIR/run/ has it.
+launch() {
+    local kind=$1 name=$2 pidfile log pid i
+    shift 2
+    pidfile="$run_dir/$kind-$name.pid"
+    log="$log_dir/$kind-$name.out"
+    nohup "$@" > "$log" 2>&1 < /dev/null &
+    pid=$!
+    echo "$pid" > "$pidfile"
+    started+=("$pidfile")
+    say "started $kind $name in the background (pid $pid); output in $log"
+    for ((i = 0; i < 100; i++)); do
+        alive "$pidfile" && break
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.05
+    done
+    if [ "$custom_dir" = 1 ] && [ "$(cat "data/run/$kind-$name.pid" 2>/dev/null)" = "$pid" ]; then
+        rm -f "data/run/$kind-$name.pid"
+    fi
+}
+
+# Print the last lines of the output of every started process that is gone.
+report_dead() {
+    local file
+    for file in "${started[@]}"; do
+        alive "$file" && continue
+        say "$(basename "$file" .pid) exited; the end of $log_dir/$(basename "$file" .pid).out:"
+        tail -n 30 "$log_dir/$(basename "$file" .pid).out" >&2 || true
+    done
+}
+
+
+# The REST proxy in front of BOOTSTRAP, in the background; waits until it listens.
+start_rest() {   # BOOTSTRAP
+    local args=(config/kafka-rest.properties --override "bootstrap.servers=$1"
+                --ready-file "$run_dir/rest.url") key value i
+    if [ "$secure" = 1 ]; then
+        # The proxy reaches the brokers as the brokers' clients do (SASL_SSL, our CA), but
+        # as the HTTP user: no identity of its own, so no sasl.jaas.config.
+        args+=(--override authentication.method=BASIC
+               --override client.security.protocol=SASL_SSL
+               --override client.ssl.truststore.type=PEM
+               --override "client.ssl.truststore.location=$secure_dir/ca.pem")
+    fi
+    if [ "$dry_run" = 1 ]; then
+        show "bin/kafka-rest-start.sh ${args[*]}   # background, pid -> $run_dir/rest-rest.pid"
+        return 0
+    fi
+    if alive "$run_dir/rest-rest.pid"; then
+        say "the REST proxy is already running (pid $(cat "$run_dir/rest-rest.pid"))"
+        return 1
+    fi
+    rm -f "$run_dir/rest.url"
+    mkdir -p "$run_dir" "$log_dir"
+    launch rest rest bin/kafka-rest-start.sh "${args[@]}"
+    for ((i = 0; i < 300; i++)); do
+        [ -s "$run_dir/rest.url" ] && break
+        if ! alive "$run_dir/rest-rest.pid"; then
+            report_dead
+            return 1
+        fi
+        sleep 0.1
+    done
+    [ -s "$run_dir/rest.url" ] || { say "the REST proxy does not listen after 30s"; return 1; }
+    echo "REST proxy: $(cat "$run_dir/rest.url")"
+}
+
 ############################# standalone #############################
 
 start_standalone() {
@@ -167,6 +245,7 @@ start_standalone() {
             secure_kit "127.0.0.1:$port"
             write_secure_config config/server.properties "$port" "$config"
         fi
+        [ "$rest" = 0 ] || start_rest "127.0.0.1:$port"
         show "exec bin/kafka-server-start.sh ${args[*]}   # foreground, pid -> $pidfile"
         exit 0
     fi
@@ -180,6 +259,11 @@ start_standalone() {
         secure_hint "127.0.0.1:$port" >&2
     fi
     mkdir -p "$run_dir"
+    if [ "$rest" = 1 ]; then
+        started=()
+        start_rest "127.0.0.1:$port" || exit 1
+        say "the REST proxy stays up after the broker stops; bin/stop-cluster.sh stops it"
+    fi
     echo $$ > "$pidfile"   # exec keeps the pid: this becomes the broker's
     say "starting the standalone broker on 127.0.0.1:$port in the foreground; Ctrl-C stops it"
     exec bin/kafka-server-start.sh "${args[@]}"
@@ -300,6 +384,7 @@ if [ "$dry_run" = 1 ]; then
             "> $log_dir/broker-$(basename "$cfg" .properties).out &   # pid -> $run_dir/broker-$(basename "$cfg" .properties).pid"
     done
     show "wait until $brokers brokers are in $zk_connect /brokers/ids and /controller exists"
+    [ "$rest" = 0 ] || start_rest "$bootstrap"
     echo "bootstrap servers: $bootstrap"
     [ "$secure" = 0 ] || secure_hint "$bootstrap"
     echo "stop with: $stop_hint"
@@ -331,7 +416,7 @@ ok=0
 on_exit() {
     local kind file pid pids
     [ "$ok" = 1 ] && return 0
-    for kind in broker zookeeper; do   # brokers first, so that they can still deregister
+    for kind in rest broker zookeeper; do   # brokers before ZooKeeper, so that they can still deregister
         pids=()
         for file in "${started[@]}"; do
             [[ "$(basename "$file")" == "$kind"-* ]] || continue
@@ -346,40 +431,6 @@ on_exit() {
 }
 trap on_exit EXIT
 trap 'exit 130' INT TERM
-
-# Run a bin/ start script in the foreground mode under nohup, in the background: it execs the
-# server, so $! is the server's pid. Waits (up to 5 s) until that exec happened. The script
-# itself records the pid in data/run/ too; with another data dir that copy is removed, so
-# that only DIR/run/ has it.
-launch() {
-    local kind=$1 name=$2 pidfile log pid i
-    shift 2
-    pidfile="$run_dir/$kind-$name.pid"
-    log="$log_dir/$kind-$name.out"
-    nohup "$@" > "$log" 2>&1 < /dev/null &
-    pid=$!
-    echo "$pid" > "$pidfile"
-    started+=("$pidfile")
-    say "started $kind $name in the background (pid $pid); output in $log"
-    for ((i = 0; i < 100; i++)); do
-        alive "$pidfile" && break
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.05
-    done
-    if [ "$custom_dir" = 1 ] && [ "$(cat "data/run/$kind-$name.pid" 2>/dev/null)" = "$pid" ]; then
-        rm -f "data/run/$kind-$name.pid"
-    fi
-}
-
-# Print the last lines of the output of every started process that is gone.
-report_dead() {
-    local file
-    for file in "${started[@]}"; do
-        alive "$file" && continue
-        say "$(basename "$file" .pid) exited; the end of $log_dir/$(basename "$file" .pid).out:"
-        tail -n 30 "$log_dir/$(basename "$file" .pid).out" >&2 || true
-    done
-}
 
 launch zookeeper zookeeper bin/zookeeper-server-start.sh "$zk_config"
 deadline=$((SECONDS + timeout))
@@ -462,6 +513,9 @@ then
     exit 1
 fi
 
+if [ "$rest" = 1 ] && ! start_rest "$bootstrap"; then
+    exit 1
+fi
 ok=1
 echo "bootstrap servers: $bootstrap"
 [ "$secure" = 0 ] || secure_hint "$bootstrap"

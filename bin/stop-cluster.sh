@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Stop what bin/start-cluster.sh (and the other bin/ start scripts) started from this checkout:
-# first every broker, then ZooKeeper (so that brokers can still deregister), by the pids
+# first the REST proxy, then every broker, then ZooKeeper (so that brokers can still deregister), by the pids
 # recorded in DIR/run/*.pid. Stale pid files (the process is gone, or the pid now belongs to
 # something else) are removed untouched.
 #
@@ -45,6 +45,7 @@ stop_kind() {
     stopped=$((stopped + ${#pids[@]}))
 }
 
+stop_kind rest
 stop_kind broker
 stop_kind zookeeper
 if [ "$stopped" -eq 0 ]; then
