@@ -12,11 +12,47 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 
+# Starts of a process that lost its port to another process before binding it (see
+# BrokerProcess.start), counting the first.
+PORT_ATTEMPTS = 5
+
 
 def free_port() -> int:
+    """A port that was free a moment ago. Nothing reserves it: a process started on it can find
+    it taken (BrokerProcess.start and ZooKeeperProcess.start start theirs again if so)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def listens_on(pid: int, port: int) -> bool:
+    """Process `pid` itself has a socket listening on TCP `port` (from Linux's /proc). Unlike a
+    connection test, this is not fooled by another process that took the port and listens."""
+    listening = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                rows = f.read().splitlines()[1:]
+        except FileNotFoundError:       # no IPv6
+            continue
+        for row in rows:
+            # sl local_address(HEXIP:HEXPORT) rem_address st(0A = LISTEN) ... inode
+            fields = row.split()
+            if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                listening.add(f"socket:[{fields[9]}]")
+    if not listening:
+        return False
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except FileNotFoundError:           # exited
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") in listening:
+                return True
+        except OSError:                 # closed meanwhile
+            continue
+    return False
 
 
 def wait_for_port(host: str, port: int, timeout: float = 20.0, proc: subprocess.Popen | None = None) -> None:
@@ -58,11 +94,14 @@ class BrokerProcess:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.broker_id = broker_id
         self.port = free_port()
+        self.listened = False           # once True, `port` is the broker's for good
         self.log_dir = self.workdir / "kafka-logs"
         self.config_path = self.workdir / "server.properties"
-        props = {
+        # server.properties before "{port}" is filled in (write_config), so that a broker can
+        # move to another port before it first listens (start).
+        self.props = {
             "broker.id": str(broker_id),
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "listeners": "PLAINTEXT://127.0.0.1:{port}",
             "log.dirs": str(self.log_dir),
             "num.partitions": "1",
             "offsets.topic.replication.factor": "1",
@@ -70,29 +109,75 @@ class BrokerProcess:
             "transaction.state.log.min.isr": "1",
             "group.initial.rebalance.delay.ms": "0",
         }
-        # "{port}" in an override is this broker's port (a SASL or TLS listener in tests).
-        props.update({k: v.replace("{port}", str(self.port)) for k, v in (overrides or {}).items()})
-        self.config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        self.props.update(overrides or {})
+        self.write_config()
         self.proc: subprocess.Popen | None = None
         self.log_path = self.workdir / "broker.log"
+
+    def write_config(self) -> None:
+        """server.properties from `props`, "{port}" in a value replaced by `port`."""
+        self.config_path.write_text("".join(f"{k}={v.replace('{port}', str(self.port))}\n"
+                                            for k, v in self.props.items()))
 
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 20.0) -> "BrokerProcess":
+        """Start the broker; return once it listens on `port`.
+
+        free_port() only names a port that was free a moment ago, and another process can bind
+        it before the broker does (seen in CI: the broker exiting with "[Errno 98] address
+        already in use" in a test's set-up). A broker that loses that race is started again, a
+        few times at most: on a new port if it never listened, as nothing knows its port yet
+        (a cluster's brokers register in ZooKeeper only after listening); on the same port after
+        a short wait if it did (a restart), as its port is part of its identity."""
+        attempt = 1
+        while True:
+            log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
+            self._spawn()
+            try:
+                self._wait_listening(timeout)
+            except Exception:
+                self.stop()
+                if attempt == PORT_ATTEMPTS or not self._lost_port(log_start):
+                    raise RuntimeError(f"broker failed to start:\n{self.log_path.read_text()[-4000:]}")
+                if self.listened:
+                    time.sleep(0.5 * attempt)
+                else:
+                    self.port = free_port()
+                    self.write_config()
+                attempt += 1
+                continue
+            self.listened = True
+            return self
+
+    def _spawn(self) -> None:
         env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
         if getattr(self, "_log", None) is not None and not self._log.closed:
             self._log.close()           # restarted after kill9(): the old handle is done
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen([sys.executable, "-m", "broker", str(self.config_path)],
                                      cwd=REPO, env=env, stdout=self._log, stderr=subprocess.STDOUT)
-        try:
-            wait_for_port("127.0.0.1", self.port, timeout, self.proc)
-        except Exception:
-            self.stop()
-            raise RuntimeError(f"broker failed to start:\n{self.log_path.read_text()[-4000:]}")
-        return self
+
+    def _wait_listening(self, timeout: float) -> None:
+        # This process's own listener: the one that took the port first may listen on it too.
+        assert self.proc is not None
+        deadline = time.monotonic() + timeout
+        while not listens_on(self.proc.pid, self.port):
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"broker exited with {self.proc.returncode} before listening")
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"broker not listening on {self.port} after {timeout}s")
+            time.sleep(0.05)
+
+    def _lost_port(self, log_start: int) -> bool:
+        """The start whose output begins at byte `log_start` of the log failed to bind `port`."""
+        with open(self.log_path, "rb") as f:
+            f.seek(log_start)
+            output = f.read().decode(errors="replace")
+        return any("address already in use" in line.lower() and str(self.port) in line
+                   for line in output.splitlines())
 
     def kill9(self) -> None:
         kill9(self.proc)

@@ -74,6 +74,7 @@ class Cluster:
             props.update(overrides or {})
             props.update((broker_overrides or {}).get(i, {}))
             self.brokers.append(BrokerProcess(self.workdir / f"broker-{i}", broker_id=i, overrides=props))
+        self._zk_in_configs = self.zookeeper.connect    # the host:port the brokers' configs name
         # How the cluster's own probes connect (a clients.aio.security.ClientSecurity) when
         # the brokers' port is a SASL or TLS listener; None: PLAINTEXT.
         self.client_security = client_security
@@ -109,7 +110,7 @@ class Cluster:
             return self
         self.started = True
         try:
-            self.zookeeper.start()
+            self.start_zookeeper()
             for b in self.brokers:
                 b.start(timeout)
             self.wait_for_brokers(self.size, timeout)
@@ -120,6 +121,18 @@ class Cluster:
             self.stop()
             raise
         return self
+
+    def start_zookeeper(self) -> None:
+        """Start ZooKeeper (unless it runs) and point the brokers' configs at it: its first
+        start moves it to another port if its own was taken (zk_process.py), and no broker
+        has started before ZooKeeper has."""
+        self.zookeeper.start()
+        old, new = self._zk_in_configs, self.zookeeper.connect
+        if new != old:
+            for b in self.brokers:
+                b.props = {k: v.replace(old, new) for k, v in b.props.items()}
+                b.write_config()
+            self._zk_in_configs = new
 
     def stop(self) -> None:
         """Stop every broker (SIGTERM, then SIGKILL), then ZooKeeper."""

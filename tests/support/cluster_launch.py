@@ -23,7 +23,7 @@ def start_listening(cluster: Cluster, timeout: float = 60.0,
     start all brokers in parallel; return once every broker listens."""
     cluster.started = True
     try:
-        cluster.zookeeper.start()
+        cluster.start_zookeeper()
         if on_zookeeper is not None:
             on_zookeeper()
         errors: list[BaseException] = []

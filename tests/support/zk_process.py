@@ -3,7 +3,7 @@ tests/support/zookeeper.py's `ZooKeeperServer` (Debian's jar started in the fore
 QuorumPeerMain in the foreground, on a free loopback port, with its own data directory) plus what
 fault tests need: ready only once it *serves* (`ruok` answers imok a moment before the server
 accepts sessions, so `srvr` must report a mode too), restart on the same port and data,
-SIGSTOP/SIGCONT, extra zoo.cfg lines."""
+SIGSTOP/SIGCONT, extra zoo.cfg lines, and a start again when another process took its port."""
 from __future__ import annotations
 
 import os
@@ -12,6 +12,7 @@ import shutil
 import time
 from pathlib import Path
 
+from tests.support.broker_process import PORT_ATTEMPTS, free_port, listens_on
 from tests.support.zookeeper import ZOOKEEPER_JAR, ZooKeeperServer, four_letter_word
 
 __all__ = ["ZooKeeperProcess", "four_letter_word", "zookeeper_available"]
@@ -29,6 +30,9 @@ class ZooKeeperProcess(ZooKeeperServer):
                  tick_time_ms: int = 2000):
         super().__init__(Path(workdir), tick_time_ms=tick_time_ms, port=port)
         self.extra = dict(extra or {})
+        # A port the caller chose, or one clients have been told (the server served on it),
+        # is kept when it turns out taken; a port free_port() picked and nobody knows yet is not.
+        self.port_fixed = port is not None
 
     @property
     def connect(self) -> str:
@@ -65,7 +69,8 @@ class ZooKeeperProcess(ZooKeeperServer):
     def wait_ready(self, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout
         super().wait_ready(timeout)                      # imok (or the process died)
-        while not self.serving():
+        # Served by this process: imok and a mode could come from a server that took the port.
+        while not (self.serving() and self.proc is not None and listens_on(self.proc.pid, self.port)):
             if self.proc is not None and self.proc.poll() is not None:
                 raise RuntimeError(f"ZooKeeper exited with {self.proc.returncode}:\n"
                                    f"{self.output()[-4000:]}")
@@ -77,9 +82,29 @@ class ZooKeeperProcess(ZooKeeperServer):
     # ---- lifecycle --------------------------------------------------------------------------
 
     def start(self, timeout: float = 30.0) -> "ZooKeeperProcess":
-        if not self.running:
-            super().start(timeout)
-        return self
+        """Start (unless running); return once it serves. free_port() only names a port that
+        was free a moment ago: if another process binds it first, ZooKeeper exits with
+        "Address already in use" and is started again, a few times at most, on a new port or,
+        if `port_fixed`, on the same one after a short wait. (Cluster then points its brokers
+        at the new port: none has started yet.)"""
+        if self.running:
+            return self
+        attempt = 1
+        while True:
+            log_start = len(self.output())
+            try:
+                super().start(timeout)
+            except RuntimeError:                         # exited before serving
+                if attempt == PORT_ATTEMPTS or "Address already in use" not in self.output()[log_start:]:
+                    raise
+                if self.port_fixed:
+                    time.sleep(0.5 * attempt)
+                else:
+                    self.port = free_port()
+                attempt += 1
+                continue
+            self.port_fixed = True
+            return self
 
     @property
     def running(self) -> bool:
