@@ -5,7 +5,8 @@ Content types: v3 speaks `application/json`; v2 speaks Confluent's vendor types
 `application/vnd.kafka+json` and `application/json` accepted where no embedded format is
 involved. A request whose `Content-Type` a route does not consume is 415, one whose
 `Accept` no type the route produces satisfies is 406, as JAX-RS answers. A body that is not
-JSON is 400 (rest-utils' JsonParseExceptionMapper), one that parses but has the wrong shape 422.
+JSON is 400 (rest-utils' JsonParseExceptionMapper), and so is one of the wrong shape
+(its JsonMappingExceptionMapper); 422 is for values that break a rule.
 """
 from __future__ import annotations
 

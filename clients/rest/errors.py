@@ -76,14 +76,17 @@ def bad_request(message: str) -> RestError:
 
 
 def unprocessable(message: str, code: int = 422) -> RestError:
-    """422: the JSON parsed but a field is wrong (Jackson mapping errors, bad base64)."""
+    """422: the JSON parsed and has the right shape but a value breaks a rule (an empty
+    record list, a schema format without a Schema Registry). A wrong shape and bad base64
+    are 400, as rest-utils and kafka-rest answer them."""
     return RestError(422, code, message)
 
 
 # Kafka's exception classes KafkaExceptionMapper answers with 400/40002, by wire name.
 _BAD_REQUEST = frozenset({"INVALID_REPLICATION_FACTOR", "SECURITY_DISABLED", "UNSUPPORTED_VERSION",
                           "INVALID_PARTITIONS", "INVALID_REQUEST", "UNKNOWN_SERVER_ERROR",
-                          "POLICY_VIOLATION", "TOPIC_ALREADY_EXISTS", "INVALID_CONFIG"})
+                          "POLICY_VIOLATION", "TOPIC_ALREADY_EXISTS", "INVALID_CONFIG",
+                          "INVALID_TOPIC_EXCEPTION"})
 _AUTHORIZATION = frozenset({"TOPIC_AUTHORIZATION_FAILED", "GROUP_AUTHORIZATION_FAILED",
                             "CLUSTER_AUTHORIZATION_FAILED", "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
                             "DELEGATION_TOKEN_AUTHORIZATION_FAILED"})

@@ -73,6 +73,7 @@ def test_require_content_type() -> None:
     ("SASL_AUTHENTICATION_FAILED", 401, 40101), ("TOPIC_AUTHORIZATION_FAILED", 403, 40301),
     ("UNKNOWN_TOPIC_OR_PARTITION", 404, 40403), ("BROKER_NOT_AVAILABLE", 503, 50302),
     ("TOPIC_ALREADY_EXISTS", 400, 40002), ("INVALID_CONFIG", 400, 40002),
+    ("INVALID_TOPIC_EXCEPTION", 400, 40002),
     ("NOT_LEADER_OR_FOLLOWER", 500, 50003), ("MESSAGE_TOO_LARGE", 500, 50002)])
 def test_kafka_errors_map_as_kafka_exception_mapper(name: str, status: int, code: int) -> None:
     e = from_kafka(BY_NAME[name]("the broker's words"))
