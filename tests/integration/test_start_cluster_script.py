@@ -1,8 +1,10 @@
 """README's first command in cluster mode: bin/start-cluster.sh starts ZooKeeper and three
 brokers on 127.0.0.1:2181 and 9092-9094, waits for registration and a controller, prints the
-bootstrap servers; the cluster serves kcat; bin/stop-cluster.sh stops everything."""
+bootstrap servers; the cluster serves kcat; with --rest the REST proxy answers on 8082 with
+the cluster's brokers; bin/stop-cluster.sh stops everything."""
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 import subprocess
@@ -13,7 +15,7 @@ import pytest
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
-PORTS = [2181, 9092, 9093, 9094, 9404, 9405, 9406]   # ZooKeeper, brokers, metrics
+PORTS = [2181, 9092, 9093, 9094, 9404, 9405, 9406, 8082]   # ZooKeeper, brokers, metrics, REST
 
 
 def in_use(port: int) -> bool:
@@ -27,7 +29,7 @@ def test_start_and_stop_cluster(tmp_path):
     data = tmp_path / "data"
     try:
         r = subprocess.run([str(REPO / "bin/start-cluster.sh"), "--no-setup", "--data-dir", str(data),
-                            "--timeout", "90"], cwd=REPO, capture_output=True, text=True, timeout=150)
+                            "--timeout", "90", "--rest"], cwd=REPO, capture_output=True, text=True, timeout=150)
         print(r.stdout[-2000:], r.stderr[-2000:])
         assert r.returncode == 0
         assert "127.0.0.1:9092,127.0.0.1:9093,127.0.0.1:9094" in r.stdout
@@ -36,6 +38,10 @@ def test_start_and_stop_cluster(tmp_path):
                             text=True, timeout=60)
         assert " 3 brokers:" in md.stdout, md.stdout + md.stderr
         assert "(controller)" in md.stdout
+        assert "REST proxy: http://127.0.0.1:8082" in r.stdout
+        brokers = subprocess.run(["curl", "-s", "http://127.0.0.1:8082/brokers"], capture_output=True,
+                                 text=True, timeout=60)
+        assert json.loads(brokers.stdout) == {"brokers": [0, 1, 2]}, brokers.stdout
     finally:
         s = subprocess.run([str(REPO / "bin/stop-cluster.sh"), "--data-dir", str(data)], cwd=REPO,
                            capture_output=True, text=True, timeout=120)
