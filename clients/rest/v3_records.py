@@ -1,24 +1,255 @@
-"""v3's POST /v3/clusters/{cluster_id}/topics/{topic}/records, single and streaming.
+"""v3's POST /v3/clusters/{cluster_id}/topics/{topic_name}/records: produce records, one
+request at a time or streaming, as Confluent's REST Proxy does (its ProduceAction).
 
-(Being written: the routes arrive with their tests.)
+The body is concatenated JSON records (clients/rest/records_codec.py says what a record
+holds and what its delivery report looks like). Every record gets a report, in the order
+the records came:
+- streaming (`Transfer-Encoding: chunked`): 200 as soon as the request is accepted, then
+  the reports as their records are acknowledged, for as long as the client writes. The
+  body is read as it arrives (json_stream.py), at most MAX_PENDING records in flight.
+- a body with a length: read whole (MAX_BODY_BYTES at most, else 413). One record is
+  answered with its report under the report's own status (200, or the error's: 400, 404,
+  413, 422, ...), as Confluent Cloud documents the route; several with 200 and their
+  reports one after another.
+A record that cannot be produced (bad base64, unknown partition, over max.request.size)
+gets an error report in its place and the others go on, as in Confluent's proxy. Text
+that is not JSON ends the body with a 400 report after the ones before it: no next record
+can be found in it. Before any record: 415 (Content-Type), 406 (Accept), 401/403
+(credentials), and 404 with code 40403 for a topic that does not exist (looked up first,
+since a Kafka producer waits max.block.ms for a topic it cannot find).
+
+The cluster id in the path is repeated in the reports, not checked (Confluent Platform's
+proxy does not; Confluent Cloud does).
 """
 from __future__ import annotations
 
+import asyncio
+import logging
+import time
+from collections import deque
+from typing import Any, Union
+
 from aiohttp import web
 
+from clients.aio.errors import KafkaClientError
+from clients.aio.producer import AsyncProducer
+from clients.protocol.errors import KafkaError
+from clients.rest.bodies import JSON, negotiate, require_content_type
 from clients.rest.config import RestProxyConfig
-from clients.rest.kafka import ClientPool
+from clients.rest.errors import RestError, bad_request, from_kafka
+from clients.rest.json_stream import JsonStreamReader
+from clients.rest.kafka import ClientPool, KafkaClients, Principal
+from clients.rest.records_codec import (EMPTY_BODY, INVALID_PAYLOAD, TOPIC_NOT_FOUND_MESSAGE,
+                                        ReportRenderer, error_for, error_report, parse_record)
+from clients.types import RecordMetadata
 
-__all__ = ["V3RecordsResource"]
+__all__ = ["V3RecordsResource", "MAX_PENDING"]
+
+log = logging.getLogger("strom.rest.v3.records")
+
+PATH = "/v3/clusters/{cluster_id}/topics/{topic_name}/records"
+# Streaming: records read whose report is not written yet. Reading stops above this (the
+# client is not reading its reports, or the cluster is slow) and goes on below half of it.
+MAX_PENDING = 8192
+# The largest JSON text of one record (and of a body with a length): the server's limit.
+MAX_BODY_BYTES = 64 * 1024 * 1024
+TOPIC_RECHECK_S = 30.0          # a topic found is looked up again after this long
+MAX_KNOWN_TOPICS = 10_000
+
+# A record in flight: (its delivery future, key type, value type); or the error it got.
+_Entry = Union[tuple["asyncio.Future[RecordMetadata]", "str | None", "str | None"], RestError]
 
 
 class V3RecordsResource:
+    """The produce route. Records go through the request principal's AsyncProducer
+    (ClientPool); the topics known to exist are remembered per principal for
+    TOPIC_RECHECK_S. Single event loop; requests are independent of each other."""
+
     def __init__(self, pool: ClientPool, config: RestProxyConfig):
         self.pool = pool
         self.config = config
+        self._topics: dict[tuple[Principal, str], float] = {}   # -> monotonic time known until
 
     def routes(self) -> list[web.RouteDef]:
-        return []
+        return [web.post(PATH, self.produce)]
 
     async def close(self) -> None:
-        pass
+        self._topics.clear()
+
+    async def produce(self, request: web.Request) -> web.StreamResponse:
+        require_content_type(request, (JSON,))
+        negotiate(request, (JSON,))
+        topic = request.match_info["topic_name"]
+        clients = await self.pool.for_request(request)
+        await self._require_topic(clients, topic)
+        run = _ProduceRun(clients.producer, topic,
+                          ReportRenderer(request.match_info["cluster_id"], topic))
+        if "chunked" in request.headers.get("Transfer-Encoding", "").lower():
+            return await run.stream(request)
+        return await run.whole(request)
+
+    async def _require_topic(self, clients: KafkaClients, topic: str) -> None:
+        """404/40403 unless the topic exists (as the principal may see it)."""
+        known = (clients.principal, topic)
+        now = time.monotonic()
+        if self._topics.get(known, 0.0) > now:
+            return
+        try:
+            await clients.admin.describe_topics([topic])
+        except KafkaError as e:
+            if e.name == "UNKNOWN_TOPIC_OR_PARTITION":
+                raise RestError(404, 40403, TOPIC_NOT_FOUND_MESSAGE) from None
+            raise from_kafka(e) from e
+        except KafkaClientError as e:
+            raise from_kafka(e) from e
+        if len(self._topics) >= MAX_KNOWN_TOPICS:
+            self._topics.clear()
+        self._topics[known] = now + TOPIC_RECHECK_S
+
+
+class _ProduceRun:
+    """One request's records: sent to the producer in the order they came, their reports
+    written in that order (`entries` holds those not reported yet)."""
+
+    def __init__(self, producer: AsyncProducer, topic: str, renderer: ReportRenderer):
+        self.producer = producer
+        self.topic = topic
+        self.renderer = renderer
+        self.reader = JsonStreamReader(MAX_BODY_BYTES)
+        self.entries: deque[_Entry] = deque()
+        self._first = True
+        self._more = asyncio.Event()    # streaming: entries were added, or reading ended
+        self._room = asyncio.Event()    # streaming: entries fell below MAX_PENDING / 2
+
+    async def send(self, values: list[Any]) -> None:
+        """Hand the records to the producer; a record refused gets its error in place."""
+        if self._first and values:
+            self._first = False
+            if type(values[0]) is list:     # a leading JSON array: its items are records,
+                values = values[0] + values[1:]     # as Jackson's MappingIterator reads it
+        send, topic, entries = self.producer.send, self.topic, self.entries
+        for value in values:
+            try:
+                r = parse_record(value)
+                fut = await send(topic, r.value, r.key, r.partition, r.timestamp_ms, r.headers)
+            except Exception as e:
+                if not isinstance(e, (RestError, KafkaError, KafkaClientError)):
+                    log.exception("producing a record to %s failed", topic)
+                entries.append(error_for(e))
+                continue
+            entries.append((fut, r.key_type, r.value_type))
+
+    def end_of_text(self) -> None:
+        """After the body's last record: if its text was not JSON, that is the last report."""
+        err = self.reader.error
+        if err is None:
+            return
+        if err.too_large:
+            self.entries.append(RestError(413, 413, f"Request Entity Too Large: {err}"))
+        else:
+            self.entries.append(bad_request(f"Bad Request: Error processing message: {err}"))
+
+    def report(self, entry: _Entry) -> tuple[int, str]:
+        """(status, report text) of an entry whose outcome is known."""
+        if type(entry) is tuple:
+            fut, key_type, value_type = entry
+            try:
+                return 200, self.renderer.delivered(fut.result(), key_type, value_type)
+            except asyncio.CancelledError:
+                err = RestError(500, 50002, "the record's delivery was cancelled")
+            except Exception as e:
+                err = error_for(e)
+        else:
+            assert isinstance(entry, RestError)
+            err = entry
+        return err.status, error_report(err)
+
+    # ------------------------------------------------------------------ a body with a length
+
+    async def whole(self, request: web.Request) -> web.Response:
+        body = await request.read()     # over the server's client_max_size: 413
+        values = self.reader.feed(body)
+        values += self.reader.finish()
+        await self.send(values)
+        self.end_of_text()
+        if not self.entries:
+            raise RestError(422, INVALID_PAYLOAD, EMPTY_BODY)
+        reports = []
+        status = 200
+        for entry in self.entries:
+            if type(entry) is tuple and not entry[0].done():
+                await asyncio.wait((entry[0],))
+            status, text = self.report(entry)
+            reports.append(text)
+        if len(reports) > 1:
+            status = 200
+        return web.Response(body="".join(reports).encode(), status=status, content_type=JSON)
+
+    # ------------------------------------------------------------------ streaming
+
+    async def stream(self, request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(status=200)
+        resp.content_type = JSON
+        resp.enable_chunked_encoding()
+        await resp.prepare(request)
+        reading = asyncio.ensure_future(self._read(request))
+        try:
+            await self._write(resp, reading)
+            await resp.write_eof()
+        except ConnectionError:
+            log.debug("streaming produce to %s: the client went away", self.topic)
+        finally:
+            if not reading.done():
+                reading.cancel()
+            await asyncio.wait((reading,))
+            if not reading.cancelled() and reading.exception() is not None:
+                log.error("streaming produce to %s: reading failed", self.topic,
+                          exc_info=reading.exception())
+        return resp
+
+    async def _read(self, request: web.Request) -> None:
+        content, reader, entries = request.content, self.reader, self.entries
+        try:
+            while True:
+                data = await content.readany()
+                values = reader.feed(data) if data else reader.finish()
+                if values:
+                    await self.send(values)
+                    self._more.set()
+                if not data or reader.error is not None:
+                    break
+                while len(entries) >= MAX_PENDING:
+                    self._room.clear()
+                    await self._room.wait()
+            self.end_of_text()
+        except (ConnectionError, asyncio.IncompleteReadError) as e:
+            log.debug("streaming produce to %s: reading the body failed: %r", self.topic, e)
+        except Exception as e:          # aiohttp's payload errors (a broken chunked body)
+            log.debug("streaming produce to %s: reading the body failed: %r", self.topic, e)
+        finally:
+            self._more.set()
+
+    async def _write(self, resp: web.StreamResponse, reading: "asyncio.Future[None]") -> None:
+        """Write the reports in order, as many at a time as are ready, until the body
+        ended and every record is reported."""
+        entries, report = self.entries, self.report
+        while True:
+            if not entries:
+                if reading.done():
+                    return
+                self._more.clear()
+                await self._more.wait()
+                continue
+            head = entries[0]
+            if type(head) is tuple and not head[0].done():
+                await asyncio.wait((head[0],))
+            out = []
+            while entries:
+                entry = entries[0]
+                if type(entry) is tuple and not entry[0].done():
+                    break
+                entries.popleft()
+                out.append(report(entry)[1])
+            await resp.write("".join(out).encode())
+            if len(entries) < MAX_PENDING // 2:
+                self._room.set()
