@@ -7,6 +7,8 @@ the records came:
 - streaming (`Transfer-Encoding: chunked`): 200 as soon as the request is accepted, then
   the reports as their records are acknowledged, for as long as the client writes. The
   body is read as it arrives (json_stream.py), at most MAX_PENDING records in flight.
+  After streaming.connection.max.duration.ms no more records are read: the ones read are
+  reported, then Confluent's 408 report, and the answer ends.
 - a body with a length: read whole (MAX_BODY_BYTES at most, else 413). One record is
   answered with its report under the report's own status (200, or the error's: 400, 404,
   413, 422, ...), as Confluent Cloud documents the route; several with 200 and their
@@ -83,7 +85,8 @@ class V3RecordsResource:
         clients = await self.pool.for_request(request)
         await self._require_topic(clients, topic)
         run = _ProduceRun(clients.producer, topic,
-                          ReportRenderer(request.match_info["cluster_id"], topic))
+                          ReportRenderer(request.match_info["cluster_id"], topic),
+                          self.config.streaming_connection_max_duration_ms / 1000)
         if "chunked" in request.headers.get("Transfer-Encoding", "").lower():
             return await run.stream(request)
         return await run.whole(request)
@@ -111,15 +114,19 @@ class _ProduceRun:
     """One request's records: sent to the producer in the order they came, their reports
     written in that order (`entries` holds those not reported yet)."""
 
-    def __init__(self, producer: AsyncProducer, topic: str, renderer: ReportRenderer):
+    def __init__(self, producer: AsyncProducer, topic: str, renderer: ReportRenderer,
+                 max_stream_s: float):
         self.producer = producer
         self.topic = topic
         self.renderer = renderer
+        self.max_stream_s = max_stream_s
         self.reader = JsonStreamReader(MAX_BODY_BYTES)
         self.entries: deque[_Entry] = deque()
         self._first = True
         self._more = asyncio.Event()    # streaming: entries were added, or reading ended
         self._room = asyncio.Event()    # streaming: entries fell below MAX_PENDING / 2
+        self._expired = False           # streaming: open longer than max_stream_s
+        self._idle = False              # streaming: reading waits (for the body or for room)
 
     async def send(self, values: list[Any]) -> None:
         """Hand the records to the producer; a record refused gets its error in place."""
@@ -193,12 +200,14 @@ class _ProduceRun:
         resp.enable_chunked_encoding()
         await resp.prepare(request)
         reading = asyncio.ensure_future(self._read(request))
+        timer = asyncio.get_running_loop().call_later(self.max_stream_s, self._expire, reading)
         try:
             await self._write(resp, reading)
             await resp.write_eof()
         except ConnectionError:
             log.debug("streaming produce to %s: the client went away", self.topic)
         finally:
+            timer.cancel()
             if not reading.done():
                 reading.cancel()
             await asyncio.wait((reading,))
@@ -207,26 +216,40 @@ class _ProduceRun:
                           exc_info=reading.exception())
         return resp
 
+    def _expire(self, reading: "asyncio.Future[None]") -> None:
+        """streaming.connection.max.duration.ms passed: read no more records (at once when
+        reading waits; else once the records read are sent, none lost in between)."""
+        self._expired = True
+        if self._idle:
+            reading.cancel()
+
     async def _read(self, request: web.Request) -> None:
         content, reader, entries = request.content, self.reader, self.entries
         try:
-            while True:
+            while not self._expired:
+                self._idle = True
                 data = await content.readany()
+                self._idle = False
                 values = reader.feed(data) if data else reader.finish()
                 if values:
                     await self.send(values)
                     self._more.set()
                 if not data or reader.error is not None:
+                    self.end_of_text()
                     break
+                self._idle = True
                 while len(entries) >= MAX_PENDING:
                     self._room.clear()
                     await self._room.wait()
-            self.end_of_text()
+                self._idle = False
         except (ConnectionError, asyncio.IncompleteReadError) as e:
             log.debug("streaming produce to %s: reading the body failed: %r", self.topic, e)
         except Exception as e:          # aiohttp's payload errors (a broken chunked body)
             log.debug("streaming produce to %s: reading the body failed: %r", self.topic, e)
         finally:
+            if self._expired:           # Confluent's answer, after the reports before it
+                entries.append(RestError(408, 408, "Streaming connection open for longer than "
+                                         "allowed: Connection will be closed."))
             self._more.set()
 
     async def _write(self, resp: web.StreamResponse, reading: "asyncio.Future[None]") -> None:

@@ -21,6 +21,7 @@ import pytest
 from confluent_kafka import TIMESTAMP_CREATE_TIME, Consumer, TopicPartition
 
 from clients.admin import AdminClient, NewTopic
+from tests.support.rest_proxy import RestProxyProcess
 
 CURL_DIR = Path(__file__).parent / "curl"
 TOPIC = "v3-records"            # 3 partitions, each test writes partitions of its own
@@ -228,6 +229,41 @@ def test_streaming_body_that_stops_being_json(env: Any) -> None:
                       "message": "Bad Request: Error processing message: Expecting value at character 88"}
     [m] = read_back(env.bootstrap, STREAM_TOPIC, 1, first["offset"], 1)
     assert m.value() == b"before"
+
+
+def test_a_stream_open_too_long_is_ended_with_408(env: Any, tmp_path: Path) -> None:
+    """streaming.connection.max.duration.ms: past it, the records already written are
+    reported, then Confluent's 408 report, and the answer ends while the client is still
+    connected."""
+    proxy = RestProxyProcess(tmp_path / "proxy", env.bootstrap, {"streaming.connection.max.duration.ms": "1500"})
+    proxy.start()
+    try:
+        url = f"{proxy.url}/v3/clusters/{env.cluster_id}/topics/{STREAM_TOPIC}/records"
+        records = [{"partition_id": 2, "value": {"type": "STRING", "data": f"t{i}"}} for i in range(5)]
+
+        async def run() -> tuple[int, str]:
+            done = asyncio.Event()
+
+            async def body() -> AsyncIterator[bytes]:
+                yield "".join(json.dumps(r) for r in records).encode()
+                await asyncio.wait_for(done.wait(), 30)       # keep the request open
+
+            async with aiohttp.ClientSession() as session:
+                async with session.post(url, data=body(), headers={"Content-Type": "application/json"}) as resp:
+                    text = await asyncio.wait_for(resp.text(), 20)
+                    done.set()
+                    return resp.status, text
+
+        status, text = asyncio.run(run())
+    finally:
+        proxy.stop()
+    assert status == 200
+    reports = [json.loads(line) for line in text.split("\r\n") if line]
+    assert [r["error_code"] for r in reports] == [200] * 5 + [408]
+    assert reports[-1] == {"error_code": 408,
+                           "message": "Streaming connection open for longer than allowed: Connection will be closed."}
+    base = reports[0]["offset"]
+    assert [r["offset"] for r in reports[:5]] == list(range(base, base + 5))
 
 
 # ---------------------------------------------------------------------------- curl
