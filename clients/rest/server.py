@@ -80,7 +80,9 @@ class RestProxyServer:
         return f"http://{host}:{self.port}"
 
     async def start(self) -> None:
-        runner = web.AppRunner(self.app, shutdown_timeout=5.0)
+        # No access log: a line per request costs more than a small produce request itself
+        # (measured: ~1 s of 4,700 one-record POSTs); errors are still logged.
+        runner = web.AppRunner(self.app, shutdown_timeout=5.0, access_log=None)
         await runner.setup()
         self._runner = runner
         try:
