@@ -114,6 +114,7 @@ class GroupDescription(NamedTuple):
     protocol_type: str
     protocol: str                  # the assignor chosen, while the group is Stable
     members: list[MemberDescription]
+    coordinator: int = -1          # the broker that answered: the group's coordinator
 
 
 class TransactionDescription(NamedTuple):
@@ -578,7 +579,7 @@ class AsyncAdminClient:
                     decode_consumer_assignment(m.member_assignment) if consumer else [])
                     for m in g.members]
                 return GroupDescription(group_id, g.group_state, g.protocol_type,
-                                        g.protocol_data, members)
+                                        g.protocol_data, members, node)
             return await self._group_call("describe_groups", group_id, deadline, call)
 
         results = await asyncio.gather(*(describe_one(g) for g in group_ids),

@@ -8,9 +8,7 @@ log end under read_committed (ListOffsets); a partition's consumer is the member
 assignment holds it ("" and null when none does). A group without committed offsets has no
 lags: 404 "Consumer group offsets could not be found.".
 
-The coordinator link needs the group's coordinator, which DescribeGroups does not name and
-`AsyncAdminClient` does not expose, so each principal gets one core `KafkaClient` here whose
-FindCoordinator answers are cached (closed with the resource).
+The coordinator link is the broker that answered DescribeGroups (`GroupDescription.coordinator`).
 """
 from __future__ import annotations
 
@@ -20,10 +18,8 @@ from typing import Any
 from aiohttp import web
 
 from clients.aio.admin import GroupDescription, MemberDescription
-from clients.aio.client import KafkaClient
-from clients.config import resolve
 from clients.protocol.errors import Code, KafkaError
-from clients.rest.kafka import ClientPool, Principal
+from clients.rest.kafka import ClientPool
 from clients.rest.v3_admin_common import (CLUSTER_COULD_NOT, AdminCall, Links, begin, collection,
                                           kafka_error, not_found, resource_metadata)
 from clients.types import TopicPartition
@@ -38,7 +34,7 @@ _STATES = {"PreparingRebalance": "PREPARING_REBALANCE",
 _CONSUMER_PROTOCOLS = ("consumer", "")     # what Kafka's listConsumerGroups keeps
 
 
-def group_data(links: Links, g: GroupDescription, coordinator: int) -> dict[str, Any]:
+def group_data(links: Links, g: GroupDescription) -> dict[str, Any]:
     gid = g.group_id
     return {
         "kind": "KafkaConsumerGroup",
@@ -49,7 +45,7 @@ def group_data(links: Links, g: GroupDescription, coordinator: int) -> dict[str,
         "is_simple": g.protocol_type == "",
         "partition_assignor": g.protocol,
         "state": _STATES.get(g.state, "UNKNOWN"),
-        "coordinator": links.related("brokers", coordinator),
+        "coordinator": links.related("brokers", g.coordinator),
         "consumers": links.related("consumer-groups", gid, "consumers"),
         "lag_summary": links.related("consumer-groups", gid, "lag-summary"),
     }
@@ -130,8 +126,6 @@ def lag_summary_data(links: Links, group_id: str, lags: list[Lag]) -> dict[str, 
 class ConsumerGroupRoutes:
     def __init__(self, pool: ClientPool):
         self.pool = pool
-        self._finders: dict[Principal, KafkaClient] = {}
-        self._finders_lock = asyncio.Lock()
 
     def routes(self) -> list[web.RouteDef]:
         return [
@@ -145,21 +139,9 @@ class ConsumerGroupRoutes:
         ]
 
     async def close(self) -> None:
-        finders, self._finders = list(self._finders.values()), {}
-        for client in finders:
-            await client.close()
+        pass
 
     # ------------------------------------------------------------------ lookups
-
-    async def _coordinator(self, call: AdminCall, group_id: str) -> int:
-        principal = call.clients.principal
-        async with self._finders_lock:
-            finder = self._finders.get(principal)
-            if finder is None:
-                finder = KafkaClient(resolve("admin", self.pool.admin_config(principal)))
-                await finder.start()
-                self._finders[principal] = finder
-        return await finder.coordinator(group_id, 0)
 
     async def _group(self, call: AdminCall, group_id: str) -> GroupDescription | None:
         """The group's description; None for a group the cluster does not have."""
@@ -203,8 +185,7 @@ class ConsumerGroupRoutes:
         ids = sorted(x.group_id for x in listed if x.protocol_type in _CONSUMER_PROTOCOLS)
         groups = await asyncio.gather(*(self._group(call, gid) for gid in ids))
         found = [g for g in groups if g is not None]
-        coordinators = await asyncio.gather(*(self._coordinator(call, g.group_id) for g in found))
-        data = [group_data(call.links, g, c) for g, c in zip(found, coordinators)]
+        data = [group_data(call.links, g) for g in found]
         return call.ok(collection("KafkaConsumerGroupList", call.links.url("consumer-groups"),
                                   data))
 
@@ -212,7 +193,7 @@ class ConsumerGroupRoutes:
         call = await begin(self.pool, request, CLUSTER_COULD_NOT)
         g = await self._existing_group(call, request.match_info["consumer_group_id"],
                                        "HTTP 404 Not Found")
-        return call.ok(group_data(call.links, g, await self._coordinator(call, g.group_id)))
+        return call.ok(group_data(call.links, g))
 
     async def list_consumers(self, request: web.Request) -> web.Response:
         call = await begin(self.pool, request, CLUSTER_COULD_NOT)

@@ -223,6 +223,7 @@ def test_consumer_group_admin(admin, broker):
         assert listed["g1"] == GroupListing("g1", "consumer", "Stable")
         desc = admin.describe_groups(["g1"])["g1"]
         assert (desc.state, desc.protocol_type, desc.protocol) == ("Stable", "consumer", "range")
+        assert desc.coordinator == 0        # the one broker coordinates every group
         [member] = desc.members
         assert isinstance(member, MemberDescription) and member.client_id == "member-a"
         assert member.member_id and member.client_host
