@@ -17,7 +17,7 @@ from aiohttp import web
 
 from clients.rest.errors import RestError, bad_request
 
-__all__ = ["json_response", "error_response", "read_json", "require_content_type", "negotiate",
+__all__ = ["json_response", "error_response", "read_json", "parse_json", "require_content_type", "negotiate",
            "media_type", "V2", "V2_JSON", "V2_BINARY", "V2_GENERIC", "JSON", "V2_METADATA_TYPES",
            "UNSUPPORTED_MEDIA_TYPE", "NOT_ACCEPTABLE"]
 
@@ -91,15 +91,34 @@ def negotiate(request: web.Request, produced: Iterable[str]) -> str:
     raise RestError(406, 406, NOT_ACCEPTABLE)
 
 
+def _no_constant(name: str) -> Any:
+    # Python's json reads NaN and Infinity; Jackson (and JSON) does not, and a NaN passed on
+    # would be written into Kafka as invalid JSON.
+    raise ValueError(f"Non-standard token '{name}'")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_no_constant)
+
+
+def parse_json(raw: bytes | str) -> Any:
+    """JSON text as Jackson reads it, else 400: malformed text, NaN/Infinity, bytes that
+    are not UTF-8, and nesting too deep to parse (Python's recursion limit; Jackson's
+    default limit is 1,000 levels) are all the client's error, never a 500."""
+    try:
+        text = raw.decode() if isinstance(raw, bytes) else raw
+        return _DECODER.decode(text)
+    except RecursionError:
+        raise bad_request("The JSON body is nested too deeply") from None
+    except ValueError as e:             # JSONDecodeError, UnicodeDecodeError, NaN/Infinity
+        raise bad_request(f"Unexpected character in the JSON body: {e}") from None
+
+
 async def read_json(request: web.Request, *, allow_empty: bool = False) -> Any:
-    """The body as JSON; an empty body is None when `allow_empty`, else 400 as malformed
-    JSON is (a body over the size limit has already been answered 413 by aiohttp)."""
+    """The body as JSON (`parse_json`); an empty body is None when `allow_empty`, else 400
+    as malformed JSON is (a body over the size limit has already been answered 413 by aiohttp)."""
     raw = await request.read()
     if not raw.strip():
         if allow_empty:
             return None
         raise bad_request("Request body is empty; a JSON document is required")
-    try:
-        return json.loads(raw)
-    except ValueError as e:             # JSONDecodeError and UnicodeDecodeError
-        raise bad_request(f"Unexpected character in the JSON body: {e}") from None
+    return parse_json(raw)

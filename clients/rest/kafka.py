@@ -13,8 +13,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
 import logging
 from collections import OrderedDict
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +31,9 @@ __all__ = ["Principal", "KafkaClients", "ClientPool", "ANONYMOUS"]
 
 log = logging.getLogger("strom.rest.kafka")
 
-MAX_PRINCIPALS = 64     # clients of the least recently used principal beyond this are closed
+# Beyond this many principals with clients, those of the least recently used principal that
+# no request is using are closed (a request in flight, a stream above all, keeps its own).
+MAX_PRINCIPALS = 64
 
 
 @dataclass(frozen=True)
@@ -70,14 +74,48 @@ def _unauthorized(realm: str, message: str = "Unauthorized") -> RestError:
 
 class ClientPool:
     """Clients by principal. `for_request` is what a route calls; `consumer_config` gives
-    the config a v2 consumer instance of that principal starts with."""
+    the config a v2 consumer instance of that principal starts with. The server wraps each
+    request in `using()`, which is what keeps a principal's clients open while it runs."""
 
     def __init__(self, config: RestProxyConfig):
         self.config = config
         self._clients: OrderedDict[Principal, KafkaClients] = OrderedDict()
         self._starting: dict[Principal, asyncio.Future[KafkaClients]] = {}
+        self._in_use: dict[Principal, int] = {}         # requests running, by principal
+        self._closing: set[asyncio.Task[None]] = set()  # evicted clients being closed
         self._cluster_id: str | None = None
         self._closed = False
+
+    @contextlib.asynccontextmanager
+    async def using(self, request: web.Request) -> AsyncIterator[Principal]:
+        """The request's principal (401 as `principal()`), counted as in use until the
+        request is done: its clients are not closed to make room for another principal's."""
+        principal = self.principal(request)
+        self._in_use[principal] = self._in_use.get(principal, 0) + 1
+        try:
+            yield principal
+        finally:
+            left = self._in_use[principal] - 1
+            if left:
+                self._in_use[principal] = left
+            else:
+                del self._in_use[principal]
+                self._evict()
+
+    def _evict(self) -> None:
+        """Close the least recently used principals' clients beyond MAX_PRINCIPALS, skipping
+        those a request is using (they are looked at again when that request ends)."""
+        excess = len(self._clients) - MAX_PRINCIPALS
+        for principal in list(self._clients):
+            if excess <= 0:
+                break
+            if principal in self._in_use:
+                continue
+            old = self._clients.pop(principal)
+            task = asyncio.ensure_future(_close_quietly(old.admin, old.producer))
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
+            excess -= 1
 
     def principal(self, request: web.Request) -> Principal:
         """The request's principal; 401 when basic authentication is on and the request
@@ -103,7 +141,7 @@ class ClientPool:
         """The principal's started clients, made on first use (concurrent first requests
         share one start); refused credentials are 401/40101 and nothing is kept."""
         if self._closed:
-            raise RestError(503, 503, "The REST proxy is shutting down")
+            raise _shutting_down()
         found = self._clients.get(principal)
         if found is not None:
             self._clients.move_to_end(principal)
@@ -123,14 +161,19 @@ class ClientPool:
             await producer.start()
             if principal.user is not None:
                 await admin.describe_cluster()      # the broker checks the credentials here
-        except Exception as e:
+        except BaseException as e:
             await _close_quietly(admin, producer)
+            if isinstance(e, asyncio.CancelledError) or self._closed:
+                raise _shutting_down() from None
+            if not isinstance(e, Exception):
+                raise
             raise from_kafka(e) from e
+        if self._closed:                # close() ran meanwhile: keep nothing it cannot close
+            await _close_quietly(admin, producer)
+            raise _shutting_down()
         clients = KafkaClients(principal, admin, producer)
         self._clients[principal] = clients
-        while len(self._clients) > MAX_PRINCIPALS:
-            _, old = self._clients.popitem(last=False)
-            asyncio.ensure_future(_close_quietly(old.admin, old.producer))
+        self._evict()
         return clients
 
     def admin_config(self, principal: Principal = ANONYMOUS) -> dict[str, Any]:
@@ -150,9 +193,20 @@ class ClientPool:
         return self._cluster_id
 
     async def close(self) -> None:
+        """Close every client: those starting (cancelled; their waiters get 503), those
+        started, and evicted ones still closing."""
         self._closed = True
+        starting = list(self._starting.values())
+        for pending in starting:
+            pending.cancel()
+        await asyncio.gather(*starting, return_exceptions=True)
         clients, self._clients = list(self._clients.values()), OrderedDict()
-        await asyncio.gather(*(_close_quietly(c.admin, c.producer) for c in clients))
+        await asyncio.gather(*(_close_quietly(c.admin, c.producer) for c in clients),
+                             *self._closing)
+
+
+def _shutting_down() -> RestError:
+    return RestError(503, 503, "The REST proxy is shutting down")
 
 
 async def _close_quietly(admin: AsyncAdminClient, producer: AsyncProducer) -> None:

@@ -118,7 +118,10 @@ class RestProxyServer:
     async def _middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         content_type = JSON if request.path.startswith("/v3") else V2
         try:
-            return await handler(request)
+            # The principal is checked first (401 without credentials under BASIC) and
+            # counted as in use until the answer is written, streams included.
+            async with self.pool.using(request):
+                return await handler(request)
         except RestError as e:
             return error_response(e.status, e.error_code, e.message, content_type, e.headers)
         except web.HTTPException as e:

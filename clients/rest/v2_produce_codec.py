@@ -115,8 +115,13 @@ def decode_base64(data: Any) -> bytes:
 
 
 def encode_json(data: Any) -> bytes:
-    """JSON data as Confluent's json embedded format stores it: compact UTF-8 JSON text."""
-    return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+    """JSON data as Confluent's json embedded format stores it: compact UTF-8 JSON text.
+    Text with a lone surrogate ("\\ud800" in the request) has no UTF-8 form: 400."""
+    try:
+        return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        raise bad_request("Bad Request: the JSON data holds a lone UTF-16 surrogate, "
+                          "which is not Unicode text") from None
 
 
 def _optional_int(v: Any, field: str) -> int | None:

@@ -247,6 +247,24 @@ class V3AdminResource:
         raise not_found()
 
 
+def _check_int(value: Any, key: str, bits: int) -> None:
+    """An integer that fits the Java type of the field (Integer: 32 bits, Short: 16), else
+    400 as Jackson's "Numeric value out of range" is."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise bad_request(f"{key} must be an integer")
+    if not -(1 << (bits - 1)) <= value < 1 << (bits - 1):
+        raise bad_request(f"Numeric value ({value}) of {key} out of range of a {bits}-bit integer")
+
+
+def _list(body: dict[str, Any], key: str) -> list[Any]:
+    value = body.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise bad_request(f"{key} must be a list")
+    return value
+
+
 def parse_create_topic(body: Any) -> tuple[NewTopic, bool]:
     """CreateTopicRequest -> (NewTopic, validate_only). A wrong shape is 400 with the bare
     status as the code, as rest-utils answers a Jackson mapping error under v3."""
@@ -257,14 +275,14 @@ def parse_create_topic(body: Any) -> tuple[NewTopic, bool]:
         raise bad_request("Missing required properties: topicName" if name is None
                           else "topic_name must be a string")
     counts = {}
-    for key in ("partitions_count", "replication_factor"):
+    for key, bits in (("partitions_count", 32), ("replication_factor", 16)):   # Integer, Short
         value = body.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-            raise bad_request(f"{key} must be an integer")
+        if value is not None:
+            _check_int(value, key, bits)
         counts[key] = -1 if value is None else value
     configs: dict[str, str] = {}
     nulls: list[str] = []
-    for entry in body.get("configs") or []:
+    for entry in _list(body, "configs"):
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
             raise bad_request("configs must be a list of {\"name\": ..., \"value\": ...}")
         value = entry.get("value")
@@ -278,13 +296,16 @@ def parse_create_topic(body: Any) -> tuple[NewTopic, bool]:
         raise RestError(400, KAFKA_BAD_REQUEST, "Null value not supported for topic configs: "
                         + ",".join(nulls))
     assignment: dict[int, list[int]] | None = None
-    for entry in body.get("replicas_assignments") or []:
+    for entry in _list(body, "replicas_assignments"):
         ids = entry.get("broker_ids") if isinstance(entry, dict) else None
         pid = entry.get("partition_id") if isinstance(entry, dict) else None
         if (not isinstance(pid, int) or not isinstance(ids, list)
                 or not all(isinstance(i, int) for i in ids)):
             raise bad_request("replicas_assignments must be a list of "
                               "{\"partition_id\": ..., \"broker_ids\": [...]}")
+        _check_int(pid, "partition_id", 32)
+        for i in ids:
+            _check_int(i, "broker_ids", 32)
         assignment = assignment or {}
         assignment[pid] = ids
     validate_only = body.get("validate_only", False)

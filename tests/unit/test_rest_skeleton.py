@@ -11,7 +11,7 @@ from aiohttp.test_utils import make_mocked_request
 from clients.properties import ConfigError, parse_properties
 from clients.protocol.errors import BY_NAME
 from clients.aio.errors import KafkaConnectionError
-from clients.rest.bodies import V2, V2_BINARY, V2_JSON, negotiate, require_content_type
+from clients.rest.bodies import V2, V2_BINARY, V2_JSON, negotiate, parse_json, require_content_type
 from clients.rest.config import RestProxyConfig, rest_config_from
 from clients.rest.errors import RestError, from_kafka
 from clients.rest.kafka import ANONYMOUS, ClientPool, Principal
@@ -105,3 +105,15 @@ def test_without_authentication_every_request_is_the_proxy() -> None:
     pool = ClientPool(_config("client.sasl.mechanism=PLAIN\n"))
     assert pool.principal(_request({"Authorization": "Basic " + base64.b64encode(b"a:b").decode()})) is ANONYMOUS
     assert pool.admin_config()["sasl.mechanism"] == "PLAIN"
+
+
+@pytest.mark.parametrize("raw", [b"[" * 100000 + b"]" * 100000, b'{"a": NaN}', b'{"a": Infinity}',
+                                 b'[-Infinity]', b"\xff\xfe{}"])
+def test_bodies_jackson_refuses_are_400_not_500(raw: bytes) -> None:
+    with pytest.raises(RestError) as e:
+        parse_json(raw)
+    assert (e.value.status, e.value.error_code) == (400, 400)
+
+
+def test_parse_json_reads_what_jackson_reads() -> None:
+    assert parse_json(b' {"a": [1, 2.5, "x", null, true]} ') == {"a": [1, 2.5, "x", None, True]}

@@ -158,3 +158,11 @@ def test_a_non_kafka_error_fails_the_request() -> None:
         produce_response([RecordMetadata("t", 0, 0, 0), TypeError("bug")])
     assert (e.value.status, e.value.error_code, e.value.message) == (
         500, 500, "Unexpected non-Kafka exception returned by Kafka")
+
+
+def test_a_json_value_that_is_not_unicode_is_400_not_500() -> None:
+    """A lone surrogate ("\\ud800" in the JSON text) cannot be written as UTF-8: the
+    client's error, answered 400, never an exception out of the handler."""
+    with pytest.raises(RestError) as e:
+        parse_produce_request({"records": [{"value": {"a": "\ud800"}}]}, "json")
+    assert (e.value.status, e.value.error_code) == (400, 400)
