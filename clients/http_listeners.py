@@ -3,8 +3,15 @@ Connect's REST API and the REST proxy, the applications of the clients that serv
 from __future__ import annotations
 
 import re
+import signal
+from typing import TYPE_CHECKING
 
-__all__ = ["parse_listener"]
+if TYPE_CHECKING:
+    import asyncio
+
+    from aiohttp import web
+
+__all__ = ["parse_listener", "start_sites", "stop_on_signals"]
 
 # Kafka's RestServerConfig.LISTENER_PATTERN: scheme://[host]:port, the host possibly empty.
 _LISTENER = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://\[?(?P<host>[0-9A-Za-z\-%._:]*?)\]?:(?P<port>-?\d+)/?$")
@@ -22,3 +29,33 @@ def parse_listener(listener: str) -> tuple[str, int]:
     if not 0 <= port <= 65535:
         raise ValueError(f"Listener '{listener}': port {port} is out of range")
     return m["host"] or "0.0.0.0", port
+
+
+async def start_sites(runner: "web.AppRunner", listeners: list[tuple[str, int]]) -> int:
+    """Bind each (host, port) on the set-up `runner`; the port the first one bound (port 0
+    resolved). A listener that cannot bind raises OSError with nothing left bound: the
+    runner is cleaned up."""
+    from aiohttp import web
+
+    first = -1
+    try:
+        for i, (host, port) in enumerate(listeners):
+            site = web.TCPSite(runner, host, port)
+            before = len(runner.addresses)
+            await site.start()
+            if i == 0:
+                first = int(runner.addresses[before][1])
+    except BaseException:
+        await runner.cleanup()
+        raise
+    return first
+
+
+def stop_on_signals(loop: "asyncio.AbstractEventLoop", stop: "asyncio.Event") -> None:
+    """SIGTERM and SIGINT set `stop` (a server's orderly shutdown); off the main thread (in
+    tests) signals cannot be handled and this does nothing."""
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (RuntimeError, ValueError):
+            pass

@@ -14,13 +14,13 @@ import argparse
 import asyncio
 import json
 import logging
-import signal
 import socket
 import sys
 from pathlib import Path
 from typing import Any
 
 from clients.command_line import CliError, ToolParser, run_tool
+from clients.http_listeners import stop_on_signals
 from clients.properties import ConfigError, read_properties
 
 from .runtime.worker_config import WorkerConfig, load_worker_config
@@ -78,12 +78,7 @@ async def run_worker(config: WorkerConfig, connector_files: list[str] = (),  # t
     from .rest.server import ConnectRestServer
 
     stop = stop or asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        try:
-            loop.add_signal_handler(sig, stop.set)
-        except (RuntimeError, ValueError):      # not the main thread (tests)
-            pass
+    stop_on_signals(asyncio.get_running_loop(), stop)
     plugins = PluginRegistry(list(config["plugin.path"]))
     herder: Any
     if config.mode == "standalone":

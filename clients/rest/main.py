@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 import sys
 from pathlib import Path
 
 from clients.command_line import CliError, ToolParser, run_tool
+from clients.http_listeners import stop_on_signals
 from clients.properties import ConfigError
 from clients.rest.config import RestProxyConfig
 
@@ -28,12 +28,7 @@ async def run_proxy(config: RestProxyConfig, stop: asyncio.Event | None = None,
     from clients.rest.server import RestProxyServer
 
     stop = stop or asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        try:
-            loop.add_signal_handler(sig, stop.set)
-        except (RuntimeError, ValueError):      # not the main thread (tests)
-            pass
+    stop_on_signals(asyncio.get_running_loop(), stop)
     server = RestProxyServer(config)
     await server.start()
     if ready_file:

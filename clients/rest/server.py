@@ -19,7 +19,7 @@ from typing import Protocol
 from aiohttp import web
 
 from clients.aio.errors import KafkaClientError
-from clients.http_listeners import parse_listener
+from clients.http_listeners import parse_listener, start_sites
 from clients.protocol.errors import KafkaError
 from clients.rest.bodies import JSON, V2, error_response, json_response
 from clients.rest.config import RestProxyConfig
@@ -84,17 +84,8 @@ class RestProxyServer:
         # (measured: ~1 s of 4,700 one-record POSTs); errors are still logged.
         runner = web.AppRunner(self.app, shutdown_timeout=5.0, access_log=None)
         await runner.setup()
+        self._bound_port = await start_sites(runner, self.listeners)
         self._runner = runner
-        try:
-            for i, (host, port) in enumerate(self.listeners):
-                site = web.TCPSite(runner, host, port)
-                before = len(runner.addresses)
-                await site.start()
-                if i == 0:
-                    self._bound_port = int(runner.addresses[before][1])
-        except BaseException:
-            await self.stop()
-            raise
         log.info("REST proxy listening at %s", ", ".join(f"http://{h}:{p}" for h, p in self.listeners))
 
     async def stop(self) -> None:

@@ -29,7 +29,7 @@ from clients.connect.rest.bodies import error_response, json_response
 from clients.connect.rest.loggers import LoggingResource
 from clients.connect.rest.resources import ConnectorPluginsResource, ConnectorsResource
 from clients.connect.runtime.herder import Herder
-from clients.http_listeners import parse_listener
+from clients.http_listeners import parse_listener, start_sites
 
 __all__ = ["ConnectRestServer", "parse_listener", "MAX_BODY_BYTES", "REQUEST_TIMEOUT_S"]
 
@@ -103,17 +103,8 @@ class ConnectRestServer:
         """Bind every listener; answers requests from then on."""
         runner = web.AppRunner(self.app, shutdown_timeout=10.0)
         await runner.setup()
+        self._bound_port = await start_sites(runner, self.listeners)
         self._runner = runner
-        try:
-            for i, (host, port) in enumerate(self.listeners):
-                site = web.TCPSite(runner, host, port)
-                before = len(runner.addresses)
-                await site.start()
-                if i == 0:
-                    self._bound_port = int(runner.addresses[before][1])
-        except BaseException:
-            await self.stop()
-            raise
         log.info("REST server listening at %s, advertising %s", self.listeners, self.url)
 
     async def stop(self) -> None:

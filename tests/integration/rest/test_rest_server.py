@@ -36,3 +36,18 @@ def test_bad_config_line_names_file_and_key(tmp_path) -> None:
     assert out.returncode == 1
     assert f"{cfg}:2: consumer.instance.timeout.ms" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_a_listener_in_use_is_one_line_and_exit_1(tmp_path) -> None:
+    import socket
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        cfg = tmp_path / "kafka-rest.properties"
+        cfg.write_text(f"listeners=http://127.0.0.1:{port}\n")
+        out = subprocess.run([sys.executable, "-m", "clients.rest.main", str(cfg)], cwd=REPO,
+                             capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1
+    assert f"cannot listen on http://127.0.0.1:{port}" in out.stderr
+    assert "Traceback" not in out.stderr
