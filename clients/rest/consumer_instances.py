@@ -1,6 +1,12 @@
 """The v2 consumer instances one REST proxy holds: an AsyncConsumer each, found by
 (group, name), forgotten after `consumer.instance.timeout.ms` without a request.
 
+Ownership: an instance answers only the principal that created it (the same user with the
+same password; with authentication off every request is the one anonymous principal). To
+anyone else it is 404/40403, as if it did not exist: its consumer acts on the broker with
+its creator's credentials, and a 403 would tell a stranger the name is in use. A stranger's
+request neither waits for the instance nor restarts its idle clock.
+
 Concurrency: a request works on an instance only inside `ConsumerInstances.use()`, which
 finds it (404/40403 when unknown or idle too long), marks it in use so expiry passes it
 by, and holds its lock, so an instance serves one request at a time (as Confluent's proxy
@@ -17,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import logging
 import time
 from dataclasses import dataclass
@@ -25,6 +32,7 @@ from typing import Any, AsyncIterator, Callable
 from clients.aio.consumer import AsyncConsumer
 from clients.rest.errors import (CONSUMER_ALREADY_EXISTS, ILLEGAL_STATE, KAFKA_ERROR, RestError,
                                  consumer_instance_not_found)
+from clients.rest.kafka import Principal
 from clients.types import ConsumerRecord, TopicPartition
 
 __all__ = ["InstanceSettings", "ConsumerInstance", "ConsumerInstances", "Render",
@@ -65,20 +73,29 @@ class InstanceSettings:
 
 
 class ConsumerInstance:
-    """One consumer instance. Use it only inside `ConsumerInstances.use()` (its lock held).
-    `mode` is how it gets partitions (UNSUBSCRIBED, TOPICS, PATTERN, ASSIGNED)."""
+    """One consumer instance, of the principal `owner` that created it. Use it only inside
+    `ConsumerInstances.use()` (its lock held). `mode` is how it gets partitions
+    (UNSUBSCRIBED, TOPICS, PATTERN, ASSIGNED)."""
 
     def __init__(self, group: str, name: str, consumer: AsyncConsumer, settings: InstanceSettings,
-                 now: float):
+                 now: float, owner: Principal):
         self.group = group
         self.name = name
         self.consumer = consumer
         self.settings = settings
+        self.owner = owner
         self.mode = UNSUBSCRIBED
         self.lock = asyncio.Lock()
         self.last_used = now
         self.in_use = 0                 # requests holding or waiting for the lock
         self.closed = False
+
+    def owned_by(self, principal: Principal) -> bool:
+        """Whether `principal` is the creator: the same user and password (the password
+        compared in constant time; the broker checked only the creator's)."""
+        return (principal.user == self.owner.user
+                and hmac.compare_digest((principal.password or "").encode(),
+                                        (self.owner.password or "").encode()))
 
     async def close(self) -> None:
         """Close the consumer (it commits with auto-commit on and leaves the group); once."""
@@ -203,9 +220,10 @@ class ConsumerInstances:
     def _idle(self, instance: ConsumerInstance, now: float) -> bool:
         return instance.in_use == 0 and now - instance.last_used >= self.idle_timeout
 
-    def _find(self, group: str, name: str) -> ConsumerInstance:
+    def _find(self, group: str, name: str, principal: Principal) -> ConsumerInstance:
+        """The instance, for its owner only: 404/40403 to anyone else, as if there were none."""
         instance = self._instances.get((group, name))
-        if instance is None:
+        if instance is None or not instance.owned_by(principal):
             raise consumer_instance_not_found()
         if self._idle(instance, self.clock()):
             self._forget(instance)
@@ -225,10 +243,12 @@ class ConsumerInstances:
             await instance.close()
 
     @contextlib.asynccontextmanager
-    async def use(self, group: str, name: str) -> AsyncIterator[ConsumerInstance]:
-        """The instance, its lock held, for one request: 404/40403 when there is none, it
-        has been idle past the timeout, or it was deleted while this request waited."""
-        instance = self._find(group, name)
+    async def use(self, group: str, name: str, principal: Principal
+                  ) -> AsyncIterator[ConsumerInstance]:
+        """The instance, its lock held, for one request of `principal`: 404/40403 when there
+        is none, another principal made it, it has been idle past the timeout, or it was
+        deleted while this request waited."""
+        instance = self._find(group, name, principal)
         instance.in_use += 1
         instance.last_used = self.clock()
         try:
@@ -240,9 +260,10 @@ class ConsumerInstances:
             instance.in_use -= 1
             instance.last_used = self.clock()
 
-    async def delete(self, group: str, name: str) -> None:
-        """Forget and close the instance (after a request it is serving); 404/40403 if none."""
-        instance = self._find(group, name)
+    async def delete(self, group: str, name: str, principal: Principal) -> None:
+        """Forget and close the instance (after a request it is serving); 404/40403 if none
+        or another principal made it."""
+        instance = self._find(group, name, principal)
         self._instances.pop((group, name), None)
         await self._close_locked(instance)
 

@@ -23,7 +23,13 @@ instance's format (binary: base64 keys and values, json: the JSON they hold), an
 embedded type is 406/40601. An unknown or expired instance is 404/40403, a second instance
 of the same name 409/40902, mixing subscribe, pattern and assign 409/40903 (what Confluent
 answers the Java consumer's IllegalStateException with). Instances live in
-`consumer_instances.ConsumerInstances`.
+`consumer_instances.ConsumerInstances`; with authentication on, an instance answers only the
+principal that created it (404/40403 to anyone else).
+
+Numbers have the ranges of Confluent's Java fields: a partition, consumer.request.timeout.ms
+and fetch.min.bytes are ints, an offset a long; a number outside is 400/400 with Jackson's
+words ("Numeric value (N) out of range of int (-2147483648 - 2147483647)"), as Jackson's
+mapping error reaches Confluent's clients, before any rule of the value is checked.
 """
 from __future__ import annotations
 
@@ -33,7 +39,7 @@ import json
 import re
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from aiohttp import web
@@ -67,6 +73,11 @@ RECORD_FORMATS = {V2_BINARY: "binary", V2: "binary", V2_JSON: "json", V2_AVRO: "
 FORMATS = ("binary", "json")
 SCHEMA_FORMATS = ("avro", "jsonschema", "protobuf")
 FETCH_MIN_BYTES_MAX = 10_000_000        # KafkaRestConfig's range for fetch.min.bytes: -1..this
+# Java's int and long, the types of Confluent's fields: (name, least, greatest).
+INT = ("int", -2**31, 2**31 - 1)
+LONG = ("long", -2**63, 2**63 - 1)
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+DECIMAL = re.compile(r"\s*[-+]?[0-9]+\s*")     # a string Jackson reads as an int
 
 FORMAT_MISMATCH = ("The requested embedded data format does not match the deserializer for "
                    "this consumer instance")
@@ -84,6 +95,15 @@ def _wrong_type(where: str, wanted: str, value: Any) -> RestError:
     return bad_request(f"{where}: expected {wanted}, not {json.dumps(value)}")
 
 
+def _java(value: int, java_type: tuple[str, int, int], where: str) -> int:
+    """`value`, when the Java type holds it; 400/400 in Jackson's words otherwise."""
+    name, least, greatest = java_type
+    if not least <= value <= greatest:
+        raise bad_request(f"{where}: Numeric value ({value}) out of range of {name} "
+                          f"({least} - {greatest})")
+    return value
+
+
 def _text(body: dict[str, Any], key: str) -> str | None:
     """A string field; numbers and booleans become their text, as Jackson coerces them."""
     v = body.get(key)
@@ -97,15 +117,15 @@ def _text(body: dict[str, Any], key: str) -> str | None:
 
 
 def _integer(body: dict[str, Any], *keys: str) -> int | None:
-    """An integer field under the first of `keys` present (Jackson's aliases)."""
+    """A Java int field under the first of `keys` present (Jackson's aliases)."""
     for key in keys:
         v = body.get(key)
         if v is None:
             continue
+        if isinstance(v, str) and DECIMAL.fullmatch(v):
+            v = int(v)
         if isinstance(v, int) and not isinstance(v, bool):
-            return v
-        if isinstance(v, str) and v.strip().lstrip("-").isdigit():
-            return int(v)
+            return _java(v, INT, key)
         raise _wrong_type(key, "an integer", v)
     return None
 
@@ -138,7 +158,9 @@ def parse_create(body: Any) -> CreateRequest:
         raise unprocessable(f"Invalid consumer configuration: the {fmt} format needs a Schema "
                             "Registry, which strom's REST proxy does not have",
                             INVALID_CONSUMER_CONFIG)
+    # Both ints are read before either is checked, as Jackson maps every field first.
     min_bytes = _integer(body, "fetch.min.bytes", "responseMinBytes")
+    request_timeout_ms = _integer(body, "consumer.request.timeout.ms", "requestWaitMs")
     if min_bytes is not None and not -1 <= min_bytes <= FETCH_MIN_BYTES_MAX:
         limit = "at least -1" if min_bytes < -1 else f"no more than {FETCH_MIN_BYTES_MAX}"
         raise unprocessable("Invalid consumer configuration. It does not abide by the "
@@ -149,8 +171,7 @@ def parse_create(body: Any) -> CreateRequest:
                          auto_offset_reset=_text(body, "auto.offset.reset"),
                          auto_commit_enable=_text(body, "auto.commit.enable"),
                          response_min_bytes=min_bytes,
-                         request_timeout_ms=_integer(body, "consumer.request.timeout.ms",
-                                                     "requestWaitMs"))
+                         request_timeout_ms=request_timeout_ms)
 
 
 def _object(body: Any) -> dict[str, Any]:
@@ -170,13 +191,14 @@ def _list(body: dict[str, Any], key: str) -> list[Any]:
     return items
 
 
-def _number(item: dict[str, Any], key: str, where: str) -> int:
-    """A required integer >= 0 of a list item."""
+def _number(item: dict[str, Any], key: str, where: str, java_type: tuple[str, int, int]) -> int:
+    """A required integer >= 0 of a list item, in the range of `java_type` (INT, LONG)."""
     v = item.get(key)
     if v is None:
         raise unprocessable(f"{where}.{key}: may not be null")
     if not isinstance(v, int) or isinstance(v, bool):
         raise _wrong_type(f"{where}.{key}", "an integer", v)
+    _java(v, java_type, f"{where}.{key}")
     if v < 0:
         raise unprocessable(f"{where}.{key}: must be greater than or equal to 0")
     return v
@@ -190,7 +212,7 @@ def _topic_partition(item: Any, where: str) -> TopicPartition:
         raise _wrong_type(f"{where}.topic", "a string", topic)
     if not topic:
         raise unprocessable(f"{where}.topic: may not be empty")
-    return TopicPartition(topic, _number(item, "partition", where))
+    return TopicPartition(topic, _number(item, "partition", where, INT))
 
 
 def _partitions(body: dict[str, Any]) -> list[TopicPartition]:
@@ -207,12 +229,13 @@ def _offsets(body: dict[str, Any]) -> list[tuple[TopicPartition, int, str | None
         metadata = item.get("metadata")
         if metadata is not None and not isinstance(metadata, str):
             raise _wrong_type(f"{where}.metadata", "a string", metadata)
-        out.append((tp, _number(item, "offset", where), metadata))
+        out.append((tp, _number(item, "offset", where, LONG), metadata))
     return out
 
 
 def _timestamps(body: dict[str, Any]) -> dict[TopicPartition, int]:
-    """{tp: epoch ms} of "timestamps": [{"topic", "partition", "timestamp": ISO-8601}]."""
+    """{tp: epoch ms} of "timestamps": [{"topic", "partition", "timestamp": ISO-8601}]; a
+    time before 1970 is negative (the floor of its milliseconds: -1 for 1 µs before)."""
     if body.get("timestamps") is None:
         return {}
     out = {}
@@ -230,7 +253,7 @@ def _timestamps(body: dict[str, Any]) -> dict[TopicPartition, int]:
             raise _wrong_type(f"{where}.timestamp", "an ISO-8601 instant", stamp)
         if when.tzinfo is None:
             when = when.replace(tzinfo=timezone.utc)
-        out[tp] = int(when.timestamp() * 1000)
+        out[tp] = (when - EPOCH) // timedelta(milliseconds=1)
     return out
 
 
@@ -316,7 +339,9 @@ class V2ConsumersResource:
 
     def _use(self, request: web.Request
              ) -> contextlib.AbstractAsyncContextManager[ConsumerInstance]:
-        return self.instances.use(request.match_info["group"], request.match_info["instance"])
+        """The instance the path names, for the request's principal only."""
+        return self.instances.use(request.match_info["group"], request.match_info["instance"],
+                                  self.pool.principal(request))
 
     @staticmethod
     async def _require_assigned(instance: ConsumerInstance, tps: list[TopicPartition]) -> None:
@@ -359,14 +384,15 @@ class V2ConsumersResource:
         settings = InstanceSettings(format=spec.format, request_timeout_ms=max(0, timeout_ms),
                                     response_min_bytes=-1 if min_bytes is None else min_bytes)
         self.instances.add(ConsumerInstance(group, name, consumer, settings,
-                                            self.instances.clock()))
+                                            self.instances.clock(), principal))
         base_uri = request.url.with_path(f"/consumers/{group}/instances/{name}").with_query(None)
         return json_response({"instance_id": name, "base_uri": str(base_uri)},
                              content_type=answer_type)
 
     async def delete(self, request: web.Request) -> web.Response:
         self._start(request)
-        await self.instances.delete(request.match_info["group"], request.match_info["instance"])
+        await self.instances.delete(request.match_info["group"], request.match_info["instance"],
+                                    self.pool.principal(request))
         return self._no_content()
 
     # ------------------------------------------------------------ subscription
@@ -454,8 +480,13 @@ class V2ConsumersResource:
             await self._require_assigned(instance, [tp for tp, _, _ in offsets] + list(stamps))
             for tp, offset, _ in offsets:
                 await consumer.seek(tp, offset)
-            if stamps:
-                found = await consumer.offsets_for_times(stamps)
+            # A time before 1970 is before every record (Kafka's timestamps are >= 0).
+            before_all = [tp for tp, ms in stamps.items() if ms < 0]
+            if before_all:
+                await consumer.seek_to_beginning(*before_all)
+            later = {tp: ms for tp, ms in stamps.items() if ms >= 0}
+            if later:
+                found = await consumer.offsets_for_times(later)
                 for tp, hit in found.items():
                     if hit is not None:
                         await consumer.seek(tp, hit.offset)
@@ -490,8 +521,13 @@ class V2ConsumersResource:
         body = await read_json(request, allow_empty=True)
         chosen = None
         if body is not None:
-            chosen = {tp: OffsetAndMetadata(offset + 1, metadata or "")
-                      for tp, offset, metadata in _offsets(_object(body))}
+            chosen = {}
+            for i, (tp, offset, metadata) in enumerate(_offsets(_object(body))):
+                if offset == LONG[2]:
+                    raise bad_request(f"offsets[{i}].offset: {offset} is the largest offset "
+                                      "there is; a commit stores the offset after the one "
+                                      "named, and there is none")
+                chosen[tp] = OffsetAndMetadata(offset + 1, metadata or "")
         wait = request.query.get("async", "false").lower() != "true"
         async with self._use(request) as instance:
             if wait:

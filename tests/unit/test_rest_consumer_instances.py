@@ -16,6 +16,7 @@ import pytest
 from clients.aio.consumer import AsyncConsumer
 from clients.rest.consumer_instances import ConsumerInstance, ConsumerInstances, InstanceSettings
 from clients.rest.errors import RestError
+from clients.rest.kafka import ANONYMOUS, Principal
 
 TIMEOUT_MS = 3000
 
@@ -40,10 +41,11 @@ def run(test: Callable[[ConsumerInstances, Clock], Awaitable[Any]]) -> Any:
     return asyncio.run(main())
 
 
-def make(instances: ConsumerInstances, group: str, name: str) -> ConsumerInstance:
+def make(instances: ConsumerInstances, group: str, name: str,
+         owner: Principal = ANONYMOUS) -> ConsumerInstance:
     consumer = AsyncConsumer(config={"bootstrap.servers": "127.0.0.1:1", "group.id": group})
     instance = ConsumerInstance(group, name, consumer, InstanceSettings("binary", 1000),
-                                instances.clock())
+                                instances.clock(), owner)
     instances.add(instance)
     return instance
 
@@ -53,8 +55,9 @@ def assert_not_found(e: pytest.ExceptionInfo[RestError]) -> None:
         404, 40403, "Consumer instance not found.")
 
 
-async def use(instances: ConsumerInstances, group: str, name: str) -> ConsumerInstance:
-    async with instances.use(group, name) as instance:
+async def use(instances: ConsumerInstances, group: str, name: str,
+              principal: Principal = ANONYMOUS) -> ConsumerInstance:
+    async with instances.use(group, name, principal) as instance:
         return instance
 
 
@@ -113,7 +116,7 @@ def test_an_instance_serving_a_request_is_not_expired() -> None:
         entered, release = asyncio.Event(), asyncio.Event()
 
         async def long_read() -> None:
-            async with instances.use("g", "busy"):
+            async with instances.use("g", "busy", ANONYMOUS):
                 entered.set()
                 await release.wait()
         task = asyncio.ensure_future(long_read())
@@ -135,7 +138,7 @@ def test_requests_to_one_instance_run_one_at_a_time_and_delete_waits() -> None:
         entered, release = asyncio.Event(), asyncio.Event()
 
         async def first() -> None:
-            async with instances.use("g", "a"):
+            async with instances.use("g", "a", ANONYMOUS):
                 order.append("first in")
                 entered.set()
                 await release.wait()
@@ -143,13 +146,13 @@ def test_requests_to_one_instance_run_one_at_a_time_and_delete_waits() -> None:
 
         async def second() -> None:
             try:
-                async with instances.use("g", "a"):
+                async with instances.use("g", "a", ANONYMOUS):
                     order.append("second in")
             except RestError as e:
                 order.append(f"second {e.error_code}")
 
         async def delete() -> None:
-            await instances.delete("g", "a")
+            await instances.delete("g", "a", ANONYMOUS)
             order.append("deleted")
         t1 = asyncio.ensure_future(first())
         await entered.wait()
@@ -170,12 +173,12 @@ def test_a_request_queued_behind_a_delete_finds_no_instance() -> None:
         entered, release = asyncio.Event(), asyncio.Event()
 
         async def first() -> None:
-            async with instances.use("g", "a"):
+            async with instances.use("g", "a", ANONYMOUS):
                 entered.set()
                 await release.wait()
         t1 = asyncio.ensure_future(first())
         await entered.wait()
-        deleting = asyncio.ensure_future(instances.delete("g", "a"))
+        deleting = asyncio.ensure_future(instances.delete("g", "a", ANONYMOUS))
         await asyncio.sleep(0)
         with pytest.raises(RestError) as e:         # deleted: not found, though still closing
             await use(instances, "g", "a")
@@ -184,7 +187,7 @@ def test_a_request_queued_behind_a_delete_finds_no_instance() -> None:
         await asyncio.gather(t1, deleting)
         assert a.closed
         with pytest.raises(RestError) as again:
-            await instances.delete("g", "a")
+            await instances.delete("g", "a", ANONYMOUS)
         assert_not_found(again)
     run(test)
 
@@ -209,4 +212,28 @@ def test_the_background_sweep_closes_idle_instances() -> None:
                 break
             await asyncio.sleep(0.05)
         assert idle.closed and len(instances) == 0
+    run(test)
+
+
+def test_an_instance_answers_only_the_principal_that_created_it() -> None:
+    alice = Principal("alice", "alice-secret")
+
+    async def test(instances: ConsumerInstances, clock: Clock) -> None:
+        mine = make(instances, "g", "a", owner=alice)
+        clock.now += 2.0
+        for stranger in (Principal("bob", "bob-secret"), Principal("alice", "guessed"),
+                         ANONYMOUS):
+            with pytest.raises(RestError) as e:
+                await use(instances, "g", "a", stranger)
+            assert_not_found(e)
+            with pytest.raises(RestError) as d:
+                await instances.delete("g", "a", stranger)
+            assert_not_found(d)
+        assert not mine.closed and len(instances) == 1
+        clock.now += 1.0                # strangers' requests did not restart its idle clock
+        assert instances.expire() == [mine]
+        other = make(instances, "g", "b", owner=alice)
+        assert await use(instances, "g", "b", Principal("alice", "alice-secret")) is other
+        await instances.delete("g", "b", alice)
+        assert other.closed and len(instances) == 0
     run(test)

@@ -443,3 +443,87 @@ def test_idle_instance_expires_and_leaves_its_group(rest_env: Any) -> None:
     assert members() == 0
     ok(script("v2_consumer_subscription", url, group, "kept"), {"topics": []})
     no_content(script("v2_consumer_delete", url, group, "kept"))
+
+
+# ---------------------------------------------------------------------------- Java's ranges
+
+INT_MAX, LONG_MAX = 2**31 - 1, 2**63 - 1
+
+
+def out_of_range(where: str, value: int, kind: str) -> dict[str, Any]:
+    """400/400 as Jackson words a number its int or long field cannot hold."""
+    bits = 31 if kind == "int" else 63
+    return {"error_code": 400, "message": f"{where}: Numeric value ({value}) out of range of "
+                                          f"{kind} ({-2**bits} - {2**bits - 1})"}
+
+
+def test_numbers_java_cannot_hold_are_400_and_times_before_1970_seek_to_the_beginning(
+        rest_env: Any) -> None:
+    """A partition is a Java int, an offset a long, consumer.request.timeout.ms and
+    fetch.min.bytes ints: a number outside is 400/400 (Jackson's mapping error) and changes
+    nothing; a commit of the largest long is 400 too (the offset committed is one more).
+    The limits themselves are taken, and the instance keeps reading. A seek to a time
+    before 1970 is before every record: the partition's beginning."""
+    url, topic, group = rest_env.url, "ranges", "ranges-group"
+    base = f"{url}/consumers/{group}/instances"
+    create_topic(rest_env.bootstrap, topic, 1)
+    produce(rest_env.bootstrap, topic, [(0, None, b"a"), (0, None, b"b")])
+    for key in ("consumer.request.timeout.ms", "fetch.min.bytes"):
+        for value in (INT_MAX + 1, -INT_MAX - 2, 10**30):
+            error(curl("POST", f"{url}/consumers/{group}", data=json.dumps({key: value})), 400,
+                  out_of_range(key, value, "int"))
+    error(curl("POST", f"{url}/consumers/{group}",
+               data='{"consumer.request.timeout.ms": "2147483648"}'), 400,
+          out_of_range("consumer.request.timeout.ms", INT_MAX + 1, "int"))
+    for data in ('{"consumer.request.timeout.ms": 1' + "0" * 400 + "}",
+                 '{"fetch.min.bytes": "--5"}', '{"fetch.min.bytes": "\u00b2"}'):
+        a = curl("POST", f"{url}/consumers/{group}", data=data)
+        assert (a.status, a.body["error_code"]) == (400, 400), a
+    ok(script("v2_consumer_create", url, group, json.dumps(
+        {"name": "r", "auto.offset.reset": "earliest", "fetch.min.bytes": 1,
+         "consumer.request.timeout.ms": INT_MAX})),
+       {"instance_id": "r", "base_uri": f"{base}/r"})
+
+    for partition in (INT_MAX + 1, 2**40):
+        error(script("v2_consumer_assign", url, group, "r", json.dumps(
+            {"partitions": [tp(topic, partition)]})), 400,
+            out_of_range("partitions[0].partition", partition, "int"))
+    ok(script("v2_consumer_assignments", url, group, "r"), {"partitions": []})
+    no_content(script("v2_consumer_assign", url, group, "r", json.dumps(
+        {"partitions": [tp(topic, INT_MAX)]})))     # the greatest int: a partition not there
+    ok(script("v2_consumer_records", url, group, "r", BINARY, "timeout=100"), [], BINARY)
+    no_content(script("v2_consumer_assign", url, group, "r", json.dumps(
+        {"partitions": [tp(topic, 0)]})))
+    assert [r["offset"] for r in read_until(rest_env, group, "r", 2)] == [0, 1]
+
+    for offset in (LONG_MAX + 1, 2**70):
+        error(script("v2_consumer_seek", url, group, "r", json.dumps(
+            {"offsets": [{"topic": topic, "partition": 0, "offset": offset}]})), 400,
+            out_of_range("offsets[0].offset", offset, "long"))
+        error(script("v2_consumer_commit", url, group, "r", json.dumps(
+            {"offsets": [{"topic": topic, "partition": 0, "offset": offset}]})), 400,
+            out_of_range("offsets[0].offset", offset, "long"))
+    error(script("v2_consumer_commit", url, group, "r", json.dumps(
+        {"offsets": [{"topic": topic, "partition": 0, "offset": LONG_MAX}]})), 400,
+        {"error_code": 400, "message": f"offsets[0].offset: {LONG_MAX} is the largest offset "
+                                       "there is; a commit stores the offset after the one "
+                                       "named, and there is none"})
+    ok(script("v2_consumer_committed", url, group, "r", json.dumps(
+        {"partitions": [tp(topic, 0)]})), {"offsets": []})
+    ok(script("v2_consumer_commit", url, group, "r", json.dumps(
+        {"offsets": [{"topic": topic, "partition": 0, "offset": LONG_MAX - 1}]})), [])
+    ok(script("v2_consumer_committed", url, group, "r", json.dumps(
+        {"partitions": [tp(topic, 0)]})),
+       {"offsets": [{"topic": topic, "partition": 0, "offset": LONG_MAX, "metadata": ""}]})
+
+    # positions: nothing left to read; a time before 1970 goes back to the first record
+    ok(script("v2_consumer_records", url, group, "r", BINARY, "timeout=100"), [], BINARY)
+    for stamp in ("1969-12-31T23:59:59.999Z", "0001-01-01T00:00:00+01:00"):
+        no_content(script("v2_consumer_seek", url, group, "r", json.dumps(
+            {"timestamps": [{"topic": topic, "partition": 0, "timestamp": stamp}]})))
+        assert [r["offset"] for r in read_until(rest_env, group, "r", 2)] == [0, 1]
+    # the largest long is a position: out of the log's range, so auto.offset.reset applies
+    no_content(script("v2_consumer_seek", url, group, "r", json.dumps(
+        {"offsets": [{"topic": topic, "partition": 0, "offset": LONG_MAX}]})))
+    assert [r["offset"] for r in read_until(rest_env, group, "r", 2)] == [0, 1]
+    no_content(script("v2_consumer_delete", url, group, "r"))
