@@ -108,3 +108,18 @@ def client_config(kit: SecurityKit, protocol: str, bootstrap: str, *, user: str 
         conf.update({"ssl.keystore.type": "PEM", "ssl.certificate.location": str(kit.cert_pem(user)),
                      "ssl.key.location": str(kit.key_pem(user))})
     return conf
+
+
+def sasl_plain_overrides(*, acls: bool = False) -> dict[str, str]:
+    """server.properties lines for one SASL_PLAINTEXT listener on the broker's own port
+    (PLAIN with USERS; the brokers talk to each other the same way as "admin"); `acls`:
+    Kafka's ACL authorizer with User:admin as super user."""
+    props = {"listeners": "SASL_PLAINTEXT://127.0.0.1:{port}",
+             "security.inter.broker.protocol": "SASL_PLAINTEXT",
+             "sasl.enabled.mechanisms": "PLAIN",
+             "sasl.mechanism.inter.broker.protocol": "PLAIN",
+             "listener.name.sasl_plaintext.plain.sasl.jaas.config": plain_jaas()}
+    if acls:
+        props["authorizer.class.name"] = "kafka.security.authorizer.AclAuthorizer"
+        props["super.users"] = "User:admin"
+    return props

@@ -16,17 +16,9 @@ from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, 
 
 from tests.support.broker_process import BrokerProcess
 from tests.support.rest_proxy import RestProxyProcess
-from tests.support.security import USERS, plain_jaas
+from tests.support.security import USERS, sasl_plain_overrides
 
-OVERRIDES = {
-    "listeners": "SASL_PLAINTEXT://127.0.0.1:{port}",
-    "security.inter.broker.protocol": "SASL_PLAINTEXT",
-    "sasl.enabled.mechanisms": "PLAIN",
-    "sasl.mechanism.inter.broker.protocol": "PLAIN",
-    "listener.name.sasl_plaintext.plain.sasl.jaas.config": plain_jaas(),
-    "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-    "super.users": "User:admin",
-}
+OVERRIDES = sasl_plain_overrides(acls=True)
 TOPIC, OTHER = "alice-only", "admins-only"
 
 

@@ -14,11 +14,9 @@ from clients.properties import parse_properties
 from clients.rest.config import rest_config_from
 from clients.rest.errors import RestError
 from clients.rest.kafka import ClientPool, Principal
-from tests.support.security import USERS, plain_jaas
+from tests.support.security import USERS, sasl_plain_overrides
 
-SASL = {"listeners": "SASL_PLAINTEXT://127.0.0.1:{port}", "security.inter.broker.protocol": "SASL_PLAINTEXT",
-        "sasl.enabled.mechanisms": "PLAIN", "sasl.mechanism.inter.broker.protocol": "PLAIN",
-        "listener.name.sasl_plaintext.plain.sasl.jaas.config": plain_jaas()}
+SASL = sasl_plain_overrides()
 
 
 def _pool(bootstrap: str) -> ClientPool:

@@ -21,19 +21,11 @@ from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, 
 
 from tests.support.broker_process import BrokerProcess
 from tests.support.rest_proxy import RestProxyProcess
-from tests.support.security import USERS, plain_jaas
+from tests.support.security import USERS, sasl_plain_overrides
 
 pytestmark = pytest.mark.integration
 
-OVERRIDES = {
-    "listeners": "SASL_PLAINTEXT://127.0.0.1:{port}",
-    "security.inter.broker.protocol": "SASL_PLAINTEXT",
-    "sasl.enabled.mechanisms": "PLAIN",
-    "sasl.mechanism.inter.broker.protocol": "PLAIN",
-    "listener.name.sasl_plaintext.plain.sasl.jaas.config": plain_jaas(),
-    "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-    "super.users": "User:admin",
-}
+OVERRIDES = sasl_plain_overrides(acls=True)
 TOPIC, GROUP = "shared-topic", "shared-group"
 V2 = "application/vnd.kafka.v2+json"
 BINARY = "application/vnd.kafka.binary.v2+json"
