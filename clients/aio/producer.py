@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import operator
 import random
 import time
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -85,6 +86,7 @@ _DUPLICATE_SEQUENCE = BY_NAME["DUPLICATE_SEQUENCE_NUMBER"].code
 _OUT_OF_ORDER_SEQUENCE = BY_NAME["OUT_OF_ORDER_SEQUENCE_NUMBER"].code
 _UNKNOWN_PRODUCER_ID = BY_NAME["UNKNOWN_PRODUCER_ID"].code
 _INT32_MAX = 2**31 - 1
+_TIMESTAMP_MAX = 2**63 - 1      # a record's timestamp is a Kafka Long, never negative
 
 Headers = Sequence[tuple[str, "bytes | str | None"]] | Mapping[str, "bytes | str | None"] | None
 
@@ -118,6 +120,23 @@ def _as_bytes(obj: Any, what: str) -> bytes | None:
 
 
 _NO_HEADERS = b"\x00"
+
+
+def _checked_timestamp(timestamp_ms: Any) -> int:
+    """A timestamp given to send() that is not a plain int in 0..2^63-1: the int it stands
+    for (an int subclass, or anything with __index__), else TypeError or ValueError (Kafka's
+    ProducerRecord: IllegalArgumentException "Invalid timestamp"). Refused before the
+    record is buffered: a batch holding it would fail to encode on every pass of the
+    sender, and nothing after it would be sent."""
+    try:
+        ts = operator.index(timestamp_ms)
+    except TypeError:
+        raise TypeError(f"timestamp_ms must be an int (milliseconds), not "
+                        f"{type(timestamp_ms).__name__}") from None
+    if not 0 <= ts <= _TIMESTAMP_MAX:
+        raise ValueError(f"Invalid timestamp: {ts}. Timestamp should always be non-negative "
+                         f"and at most {_TIMESTAMP_MAX}, or None.")
+    return ts
 
 
 def _encoded_headers(headers: Headers) -> bytes:
@@ -301,8 +320,9 @@ class AsyncProducer(ProducerTransactions):
         """Buffer one record; returns the future of its RecordMetadata (see the module
         docstring). Raises at once: MessageTooLargeError (record above max.request.size or
         buffer.memory), KafkaTimeoutError (no metadata / no buffer space within
-        max.block.ms), TypeError/serializer errors, ProducerClosedError, AuthenticationError
-        (the last attempt to connect to a broker was refused)."""
+        max.block.ms), TypeError/serializer errors, ValueError (a timestamp_ms outside
+        0..2^63-1, as Kafka's "Invalid timestamp"), ProducerClosedError,
+        AuthenticationError (the last attempt to connect to a broker was refused)."""
         self._client.raise_authentication_error()
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[RecordMetadata] = loop.create_future()
@@ -382,7 +402,12 @@ class AsyncProducer(ProducerTransactions):
         else:
             partition, sticky = self._choose_partition(topic, key, key_bytes, value,
                                                        value_bytes, partition, cluster)
-        ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
+        if timestamp_ms is None:
+            ts = int(time.time() * 1000)
+        elif type(timestamp_ms) is int and 0 <= timestamp_ms <= _TIMESTAMP_MAX:
+            ts = timestamp_ms
+        else:
+            ts = _checked_timestamp(timestamp_ms)
         waiter = (fut, ts, -1 if key_bytes is None else len(key_bytes),
                   -1 if value_bytes is None else len(value_bytes), on_delivery)
         if not acc.reserve(size):
@@ -488,6 +513,12 @@ class AsyncProducer(ProducerTransactions):
         now = loop.time()
         count = 0
         for key, value, headers, timestamp_ms, partition in records:
+            if timestamp_ms is None:
+                ts = int(time.time() * 1000)
+            elif type(timestamp_ms) is int and 0 <= timestamp_ms <= _TIMESTAMP_MAX:
+                ts = timestamp_ms
+            else:
+                ts = _checked_timestamp(timestamp_ms)
             key_bytes = (key if key is None and key_ser is None
                          else key_ser(topic, key) if key_ser else _as_bytes(key, "key"))
             value_bytes = (value if type(value) is bytes and value_ser is None
@@ -507,7 +538,6 @@ class AsyncProducer(ProducerTransactions):
                         acc.used -= size
                         raise
                 now = loop.time()
-            ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
             waiting.left += 1
             count += 1
             if last is not None and last.size + size <= batch_size and (

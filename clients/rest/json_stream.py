@@ -3,20 +3,39 @@ writes JSON values one after another (whitespace between them optional) on one r
 for as long as it likes. Sans-io: bytes in, parsed values out.
 
 Only the text of values not yet complete is kept, so a stream of any length costs the
-memory of its largest value. Parsing is `json.JSONDecoder.raw_decode` (C) on that text;
-a value split across chunks is parsed again once more text arrived. Parsing again is
-skipped while a value is large and the new text cannot have ended it (a long base64
-string arriving in many chunks is scanned a few times, not once per chunk).
+memory of its largest value. Parsing is `json.JSONDecoder.raw_decode` (C) on that text. A
+value split across chunks is parsed again when more text came, as long as the text pending
+is at most a few times the new text (so parsing again costs at most a few times reading);
+a value longer than that (a large record in many chunks) is scanned instead, each piece
+of new text once, for where it ends (quotes, escapes and bracket depth), and parsed once
+its end has come: linear in its size, however the chunks fall.
+
+JSON is what Jackson reads: NaN and Infinity, which Python's json takes, are errors; so is
+text Python cannot parse (nesting too deep, an integer of more than 4300 digits).
 """
 from __future__ import annotations
 
 import codecs
 import json
+import re
 from typing import Any
 
 __all__ = ["JsonStreamReader", "JsonStreamError"]
 
-_DECODER = json.JSONDecoder()
+
+class _NonStandardToken(ValueError):
+    """NaN, Infinity or -Infinity: Python's json reads them, JSON (and Jackson) does not."""
+
+    def __init__(self, token: str):
+        super().__init__(token)
+        self.token = token
+
+
+def _refuse_constant(token: str) -> Any:
+    raise _NonStandardToken(token)
+
+
+_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
 _raw_decode = _DECODER.raw_decode
 _WHITESPACE = " \t\n\r"
 _NUMBER_CHARS = "0123456789.eE+-"
@@ -24,9 +43,11 @@ _NUMBER_CHARS = "0123456789.eE+-"
 # A value cut short by the end of the text fails within its last few characters ("tru",
 # "1.5e", "\u00"); a failure further back is in the text itself, and more text cannot mend it.
 _TRUNCATION_REACH = 8
-# Above this much pending text, parse again only when the new text holds a closing
-# character: a value ends with one (or with a quote, for a bare string).
-_RESCAN_FREELY_BELOW = 64 * 1024
+# The text pending is parsed again (not scanned) while it is at most this many times the
+# new text, or this short.
+_REPARSE_RATIO = 4
+_REPARSE_BELOW = 512
+_MERGE_PIECES = 256
 
 
 class JsonStreamError(ValueError):
@@ -53,6 +74,8 @@ class JsonStreamReader:
         self._size = 0                  # len(_text) + the lengths in _more
         self._bytes = 0                 # bytes fed before
         self._chars = 0                 # characters parsed and dropped before _text
+        self._end: _ValueEnd | None = None  # scanning the pending text for its first value's end
+        self._pieces = 0                # scanning: pieces in _more since they were last merged
 
     def feed(self, data: bytes) -> list[Any]:
         if self.error is not None:
@@ -73,9 +96,34 @@ class JsonStreamReader:
             return self._parse(final) if final else []
         self._more.append(text)
         self._size += len(text)
-        if self._size > _RESCAN_FREELY_BELOW and not any(c in text for c in '}]"'):
-            return self._check_size()
-        return self._parse(final)
+        end = self._end
+        if end is None:
+            if self._size <= _REPARSE_BELOW or self._size <= _REPARSE_RATIO * len(text):
+                return self._parse(final)
+            # The first value pending is long and grows by little at a time: scan it once
+            # from its start, then each new text as it comes.
+            self._text += "".join(self._more)
+            self._more.clear()
+            self._pieces = 0
+            end = self._end = _ValueEnd()
+            found = end.found_in(self._text)
+        else:
+            found = end.found_in(text)
+            if not found:
+                self._merge_pieces()
+        if found or final:
+            return self._parse(final)
+        return self._check_size()
+
+    def _merge_pieces(self) -> None:
+        """While scanning: every _MERGE_PIECES pieces of text, make the ones since the last
+        merge one. Tiny pieces (a client writing a byte at a time) would otherwise cost
+        far more memory than their text."""
+        self._pieces += 1
+        if self._pieces == _MERGE_PIECES:
+            more = self._more
+            more[-_MERGE_PIECES:] = ["".join(more[-_MERGE_PIECES:])]
+            self._pieces = 0
 
     def finish(self) -> list[Any]:
         """The end of the body: the values left, or an error for an unfinished one."""
@@ -91,6 +139,7 @@ class JsonStreamReader:
         return self._parse_more(text, final=True)
 
     def _parse(self, final: bool) -> list[Any]:
+        self._end = None
         if self._more:
             self._text = self._text + "".join(self._more)
             self._more.clear()
@@ -112,6 +161,16 @@ class JsonStreamReader:
                 self.error = JsonStreamError(f"{e.msg} at character {self._chars + e.pos}")
                 self._text, self._size = "", 0
                 return values
+            except _NonStandardToken as e:
+                self._fail(f"Non-standard token '{e.token}' in the value at character "
+                           f"{self._chars + pos}")
+                return values
+            except RecursionError:
+                self._fail(f"the JSON text is nested too deeply at character {self._chars + pos}")
+                return values
+            except ValueError as e:     # an integer of more digits than int() takes
+                self._fail(f"{e} in the value at character {self._chars + pos}")
+                return values
             if (not final and type(value) in (int, float)
                     and not text[after:end].strip(_NUMBER_CHARS)):
                 break           # a number at the end of the text may go on ("12." then "5")
@@ -128,10 +187,99 @@ class JsonStreamReader:
         if self._size > self.max_value_chars:
             self.error = JsonStreamError(
                 f"a record's JSON text is over {self.max_value_chars} characters", too_large=True)
-            self._text, self._more, self._size = "", [], 0
+            self._text, self._more, self._size, self._end = "", [], 0, None
         return []
 
     def _fail(self, message: str) -> list[Any]:
         self.error = JsonStreamError(message)
-        self._text, self._more, self._size = "", [], 0
+        self._text, self._more, self._size, self._end = "", [], 0, None
         return []
+
+
+# Inside brackets only these matter; inside a string only a quote (and the backslashes
+# before it); a token (number, true, ...) at the top level runs to one of these or a space.
+_STRUCTURE = re.compile(r'[][{}"]')
+_SPACE = re.compile(r"[ \t\n\r]*")
+_TOKEN = re.compile(r'[^][{}" \t\n\r,:]*')
+
+
+def _end_of(run: "re.Pattern[str]", text: str, i: int) -> int:
+    """Where the run of `run`'s characters from `i` ends."""
+    m = run.match(text, i)
+    return i if m is None else m.end()
+
+
+class _ValueEnd:
+    """Where the first JSON value of a text ends, found by scanning the text piece by piece
+    as it arrives, each character once. Not a parser: it only tells when to parse. Text that
+    is not JSON may make it answer early (parsing then finds the error) or never (a
+    bracket never closed: the end of the body or the size limit ends it)."""
+
+    __slots__ = ("depth", "in_string", "escaped", "in_token")
+
+    def __init__(self) -> None:
+        self.depth = 0              # brackets open
+        self.in_string = False
+        self.escaped = False        # in a string, after an odd run of backslashes
+        self.in_token = False       # in a number or literal at the top level
+
+    def found_in(self, text: str) -> bool:
+        """Scan `text`, the piece after the ones before; True when the first value (or
+        something the scan cannot judge) ended in it."""
+        i, n = 0, len(text)
+        depth, in_string = self.depth, self.in_string
+        if self.escaped and n:
+            self.escaped = False
+            i = 1
+        if self.in_token:
+            i = _end_of(_TOKEN, text, 0)
+            if i < n:
+                return True
+            return False
+        while i < n:
+            if in_string:
+                j = text.find('"', i)
+                k = n if j < 0 else j
+                run = k
+                while run > i and text[run - 1] == "\\":
+                    run -= 1
+                if j < 0:
+                    self.escaped = (k - run) % 2 == 1
+                    break
+                i = j + 1
+                if (k - run) % 2 == 0:
+                    in_string = False
+                    if depth == 0:
+                        return True
+            elif depth == 0:
+                i = _end_of(_SPACE, text, i)
+                if i == n:
+                    break
+                c = text[i]
+                i += 1
+                if c == '"':
+                    in_string = True
+                elif c in "[{":
+                    depth = 1
+                else:               # a number or literal: it ends where its token does
+                    i = _end_of(_TOKEN, text, i)
+                    if i < n:
+                        return True
+                    self.in_token = True
+                    break
+            else:
+                m = _STRUCTURE.search(text, i)
+                if m is None:
+                    break
+                c = m.group()
+                i = m.end()
+                if c == '"':
+                    in_string = True
+                elif c in "[{":
+                    depth += 1
+                else:
+                    depth -= 1
+                    if depth == 0:
+                        return True
+        self.depth, self.in_string = depth, in_string
+        return False

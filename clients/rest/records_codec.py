@@ -35,7 +35,7 @@ from clients.types import RecordMetadata
 
 __all__ = ["ProduceRecord", "parse_record", "ReportRenderer", "error_report", "error_for",
            "decode_base64", "parse_timestamp", "format_timestamp", "TOPIC_NOT_FOUND_MESSAGE",
-           "INVALID_PAYLOAD", "SCHEMA_REGISTRY_MISSING", "EMPTY_BODY"]
+           "INVALID_PAYLOAD", "SCHEMA_REGISTRY_MISSING", "EMPTY_BODY", "MAX_TIMESTAMP_MS"]
 
 EMBEDDED_TYPES = ("BINARY", "JSON", "STRING")
 SCHEMA_TYPES = ("AVRO", "JSONSCHEMA", "PROTOBUF")
@@ -67,9 +67,26 @@ class ProduceRecord(NamedTuple):
 
 
 def _show(data: Any) -> str:
-    """`data` as Jackson prints a JsonNode (compact JSON), cut short when long."""
+    """`data` as Jackson prints a JsonNode (compact JSON), cut short when long; text that
+    is not Unicode (a lone surrogate) escaped, so that the message can be written."""
     text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+    if not text.isascii() and not _is_unicode(text):
+        text = json.dumps(data, separators=(",", ":"))
     return text if len(text) <= _SHOWN else text[:_SHOWN] + "..."
+
+
+def _is_unicode(text: str) -> bool:
+    """False for a str holding a lone surrogate (JSON's "\ud800" reads as one), which
+    has no UTF-8."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _not_unicode(what: str) -> RestError:
+    return bad_request(f"Bad Request: {what} is not Unicode text: it holds a lone surrogate.")
 
 
 def parse_record(obj: Any) -> ProduceRecord:
@@ -119,11 +136,22 @@ def _embedded(part: Any, which: str) -> tuple[str | None, bytes | None]:
             return kind, None
         if type(data) is not str:
             raise bad_request(f"Bad Request: data={_show(data)} is not a string.")
-        return kind, data.encode("utf-8")
+        try:
+            return kind, data.encode("utf-8")
+        except UnicodeEncodeError:
+            raise _not_unicode(f"data={_show(data)}") from None
     if kind == "JSON":
         if data is None:
             return kind, None
-        return kind, json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        try:    # NaN and infinities (1e400 reads as one) have no JSON text: refused
+            text = json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        except ValueError as e:
+            raise bad_request(f"Bad Request: data={_show(data)} cannot be written as JSON: "
+                              f"{e}") from None
+        try:
+            return kind, text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise _not_unicode(f"data={_show(data)}") from None
     if kind is None or kind in SCHEMA_TYPES:
         raise RestError(422, INVALID_PAYLOAD, SCHEMA_REGISTRY_MISSING)
     raise bad_request(f"Bad Request: type={_show(kind)} is not one of "
@@ -148,6 +176,8 @@ def _headers(headers: Any) -> list[tuple[str, bytes | None]]:
         name = h.get("name") if type(h) is dict else None
         if type(name) is not str:
             raise bad_request(f"Bad Request: header {_show(h)} has no string 'name'.")
+        if not name.isascii() and not _is_unicode(name):
+            raise _not_unicode(f"header name {_show(name)}")
         value = h.get("value")
         if value is None:
             out.append((name, None))
@@ -183,12 +213,16 @@ def decode_base64(text: str) -> bytes | None:
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MS = timedelta(milliseconds=1)
+# The seconds of Java's Instant.MIN and Instant.MAX (years -1000000000 and 1000000000).
+_INSTANT_SECONDS = (-31557014167219200, 31556889864403199)
+MAX_TIMESTAMP_MS = 2**63 - 1    # Kafka's timestamp is a Long
 
 
 def parse_timestamp(value: Any) -> int:
     """Milliseconds since the epoch of a request's `timestamp`: an ISO-8601 date-time (no
-    zone: UTC) or a number of seconds, as Jackson reads an Instant. 400 otherwise, and
-    for a time before the epoch (Kafka refuses negative timestamps)."""
+    zone: UTC) or a number of seconds, as Jackson reads an Instant. 400 otherwise: for
+    seconds past what an Instant holds (Jackson's answer), a time before the epoch (Kafka
+    refuses negative timestamps) or past 2^63-1 ms (Kafka's Long)."""
     if type(value) is str:
         try:
             when = datetime.fromisoformat(value)
@@ -199,12 +233,19 @@ def parse_timestamp(value: Any) -> int:
             when = when.replace(tzinfo=timezone.utc)
         ms = (when - _EPOCH) // _MS
     elif type(value) in (int, float):
-        ms = int(value * 1000) if type(value) is int else round(value * 1000)
+        # `not <=` is also true for NaN
+        if not _INSTANT_SECONDS[0] <= value <= _INSTANT_SECONDS[1]:
+            raise bad_request(f"Bad Request: timestamp={_show(value)} is not a valid instant: "
+                              "Instant exceeds minimum or maximum instant")
+        ms = value * 1000 if type(value) is int else round(value * 1000)
     else:
         raise bad_request(f"Bad Request: timestamp={_show(value)} is not an ISO-8601 date-time.")
     if ms < 0:
         raise bad_request(f"Bad Request: Invalid timestamp: {ms}. Timestamp should always be "
                           "non-negative or null.")
+    if ms > MAX_TIMESTAMP_MS:
+        raise bad_request(f"Bad Request: Invalid timestamp: {ms}. Timestamp should be at most "
+                          f"{MAX_TIMESTAMP_MS} (milliseconds since the epoch).")
     return ms
 
 
@@ -243,8 +284,11 @@ class ReportRenderer:
 
 
 def error_report(error: RestError) -> str:
-    return json.dumps({"error_code": error.error_code, "message": error.message},
-                      separators=(",", ":"), ensure_ascii=False) + "\r\n"
+    body = {"error_code": error.error_code, "message": error.message}
+    text = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+    if not text.isascii() and not _is_unicode(text):
+        text = json.dumps(body, separators=(",", ":"))     # escaped: it has UTF-8
+    return text + "\r\n"
 
 
 def error_for(exc: BaseException) -> RestError:

@@ -8,7 +8,8 @@ the records came:
   the reports as their records are acknowledged, for as long as the client writes. The
   body is read as it arrives (json_stream.py), at most MAX_PENDING records in flight.
   After streaming.connection.max.duration.ms no more records are read: the ones read are
-  reported, then Confluent's 408 report, and the answer ends.
+  reported, then Confluent's 408 report, and the answer ends; a client that does not read
+  its reports then has CLOSE_GRACE_S to take them before its connection is dropped.
 - a body with a length: read whole (MAX_BODY_BYTES at most, else 413). One record is
   answered with its report under the report's own status (200, or the error's: 400, 404,
   413, 422, ...), as Confluent Cloud documents the route; several with 200 and their
@@ -27,11 +28,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
+import struct
 import time
 from collections import deque
 from typing import Any, Union
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from clients.aio.errors import KafkaClientError
 from clients.aio.producer import AsyncProducer
@@ -45,7 +49,7 @@ from clients.rest.records_codec import (EMPTY_BODY, INVALID_PAYLOAD, TOPIC_NOT_F
                                         ReportRenderer, error_for, error_report, parse_record)
 from clients.types import RecordMetadata
 
-__all__ = ["V3RecordsResource", "MAX_PENDING"]
+__all__ = ["V3RecordsResource", "MAX_PENDING", "RareLog"]
 
 log = logging.getLogger("strom.rest.v3.records")
 
@@ -57,9 +61,45 @@ MAX_PENDING = 8192
 MAX_BODY_BYTES = 64 * 1024 * 1024
 TOPIC_RECHECK_S = 30.0          # a topic found is looked up again after this long
 MAX_KNOWN_TOPICS = 10_000
+# Streaming: how long the reports (the 408 last) may take to be written once the time
+# limit passed, before the connection is dropped (a client that stopped reading).
+CLOSE_GRACE_S = 5.0
+UNEXPECTED_LOG_INTERVAL_S = 60.0
+_RESET_ON_CLOSE = struct.pack("ii", 1, 0)       # SO_LINGER on, 0 s
 
 # A record in flight: (its delivery future, key type, value type); or the error it got.
 _Entry = Union[tuple["asyncio.Future[RecordMetadata]", "str | None", "str | None"], RestError]
+
+
+class RareLog:
+    """Stack traces of unexpected errors (bugs), at most one per `interval_s`: a request
+    of many records that each hit the same bug must not flood the log. The ones left out
+    are counted, and the count is said with the next one logged."""
+
+    def __init__(self, logger: logging.Logger, interval_s: float,
+                 clock: Any = time.monotonic):
+        self.logger = logger
+        self.interval_s = interval_s
+        self.clock = clock
+        self._next = 0.0
+        self._skipped = 0
+
+    def exception(self, message: str, exc: BaseException) -> None:
+        now = self.clock()
+        if now < self._next:
+            self._skipped += 1
+            return
+        self._next = now + self.interval_s
+        skipped, self._skipped = self._skipped, 0
+        if skipped:
+            message += f" (and {skipped} more unexpected errors since the last one logged)"
+        self.logger.error("%s", message, exc_info=exc)
+
+
+_unexpected = RareLog(log, UNEXPECTED_LOG_INTERVAL_S)
+# What reading a request's body raises when the client is at fault, not strom.
+_BODY_ERRORS = (ConnectionError, asyncio.IncompleteReadError, web.RequestPayloadError,
+                web.PayloadAccessError, HttpProcessingError)
 
 
 class V3RecordsResource:
@@ -127,6 +167,11 @@ class _ProduceRun:
         self._room = asyncio.Event()    # streaming: entries fell below MAX_PENDING / 2
         self._expired = False           # streaming: open longer than max_stream_s
         self._idle = False              # streaming: reading waits (for the body or for room)
+        self._abandon: asyncio.TimerHandle | None = None    # streaming: drops the connection
+        # Waiting for a record's delivery: a future woken by a done-callback (cheaper per
+        # record than asyncio.wait's sets and callbacks).
+        self._waiter: asyncio.Future[None] | None = None
+        self._wake = self._delivered
 
     async def send(self, values: list[Any]) -> None:
         """Hand the records to the producer; a record refused gets its error in place."""
@@ -141,7 +186,7 @@ class _ProduceRun:
                 fut = await send(topic, r.value, r.key, r.partition, r.timestamp_ms, r.headers)
             except Exception as e:
                 if not isinstance(e, (RestError, KafkaError, KafkaClientError)):
-                    log.exception("producing a record to %s failed", topic)
+                    _unexpected.exception(f"producing a record to {topic} failed", e)
                 entries.append(error_for(e))
                 continue
             entries.append((fut, r.key_type, r.value_type))
@@ -155,6 +200,17 @@ class _ProduceRun:
             self.entries.append(RestError(413, 413, f"Request Entity Too Large: {err}"))
         else:
             self.entries.append(bad_request(f"Bad Request: Error processing message: {err}"))
+
+    def _delivered(self, _: Any) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def _delivery(self, fut: "asyncio.Future[RecordMetadata]") -> None:
+        """Wait until `fut` (not done) is; its outcome is not raised."""
+        self._waiter = waiter = asyncio.get_running_loop().create_future()
+        fut.add_done_callback(self._wake)
+        await waiter
 
     def report(self, entry: _Entry) -> tuple[int, str]:
         """(status, report text) of an entry whose outcome is known."""
@@ -185,7 +241,7 @@ class _ProduceRun:
         status = 200
         for entry in self.entries:
             if type(entry) is tuple and not entry[0].done():
-                await asyncio.wait((entry[0],))
+                await self._delivery(entry[0])
             status, text = self.report(entry)
             reports.append(text)
         if len(reports) > 1:
@@ -200,7 +256,8 @@ class _ProduceRun:
         resp.enable_chunked_encoding()
         await resp.prepare(request)
         reading = asyncio.ensure_future(self._read(request))
-        timer = asyncio.get_running_loop().call_later(self.max_stream_s, self._expire, reading)
+        timer = asyncio.get_running_loop().call_later(self.max_stream_s, self._expire, reading,
+                                                      request)
         try:
             await self._write(resp, reading)
             await resp.write_eof()
@@ -208,6 +265,8 @@ class _ProduceRun:
             log.debug("streaming produce to %s: the client went away", self.topic)
         finally:
             timer.cancel()
+            if self._abandon is not None:
+                self._abandon.cancel()
             if not reading.done():
                 reading.cancel()
             await asyncio.wait((reading,))
@@ -216,12 +275,33 @@ class _ProduceRun:
                           exc_info=reading.exception())
         return resp
 
-    def _expire(self, reading: "asyncio.Future[None]") -> None:
+    def _expire(self, reading: "asyncio.Future[None]", request: web.Request) -> None:
         """streaming.connection.max.duration.ms passed: read no more records (at once when
-        reading waits; else once the records read are sent, none lost in between)."""
+        reading waits; else once the records read are sent, none lost in between), and
+        drop the connection if the reports are not all written CLOSE_GRACE_S later."""
         self._expired = True
         if self._idle:
             reading.cancel()
+        self._abandon = asyncio.get_running_loop().call_later(CLOSE_GRACE_S, self._drop, request)
+
+    def _drop(self, request: web.Request) -> None:
+        """The client does not take its reports (the writer waits for it): reset the
+        connection, which ends the write with ConnectionResetError. abort(), not close(),
+        which would wait for the unwritten reports to be sent first; and with SO_LINGER 0,
+        so that the socket closes with a reset the client sees at once, rather than the
+        kernel holding the reports it has (megabytes) and trying to deliver them."""
+        transport = request.transport
+        if transport is None:
+            return
+        log.info("streaming produce to %s: the client took no reports %.0f s after the time "
+                 "limit: dropping the connection", self.topic, CLOSE_GRACE_S)
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET_ON_CLOSE)
+            except OSError:
+                pass
+        transport.abort()
 
     async def _read(self, request: web.Request) -> None:
         content, reader, entries = request.content, self.reader, self.entries
@@ -242,10 +322,11 @@ class _ProduceRun:
                     self._room.clear()
                     await self._room.wait()
                 self._idle = False
-        except (ConnectionError, asyncio.IncompleteReadError) as e:
+        except _BODY_ERRORS as e:       # the client went away, or its chunked body is broken
             log.debug("streaming produce to %s: reading the body failed: %r", self.topic, e)
-        except Exception as e:          # aiohttp's payload errors (a broken chunked body)
-            log.debug("streaming produce to %s: reading the body failed: %r", self.topic, e)
+        except Exception as e:          # a bug: the client is told the body stopped here
+            _unexpected.exception(f"streaming produce to {self.topic}: reading failed", e)
+            entries.append(RestError(500, 500, "Internal Server Error"))
         finally:
             if self._expired:           # Confluent's answer, after the reports before it
                 entries.append(RestError(408, 408, "Streaming connection open for longer than "
@@ -265,7 +346,7 @@ class _ProduceRun:
                 continue
             head = entries[0]
             if type(head) is tuple and not head[0].done():
-                await asyncio.wait((head[0],))
+                await self._delivery(head[0])
             out = []
             while entries:
                 entry = entries[0]

@@ -1,9 +1,11 @@
 """v3 produce's conversion of JSON records to Kafka records and of delivery outcomes to
-Confluent's reports (clients/rest/records_codec.py), and the incremental reader of a
-concatenated-JSON body (clients/rest/json_stream.py), without sockets."""
+Confluent's reports (clients/rest/records_codec.py), the incremental reader of a
+concatenated-JSON body (clients/rest/json_stream.py; more in test_rest_json_stream.py), and
+how the route logs an unexpected error (clients/rest/v3_records.py), without sockets."""
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 
@@ -14,6 +16,7 @@ from clients.rest.json_stream import JsonStreamReader
 from clients.rest.records_codec import (ProduceRecord, ReportRenderer, decode_base64, error_for,
                                         error_report, format_timestamp, parse_record,
                                         parse_timestamp)
+from clients.rest.v3_records import RareLog
 from clients.types import RecordMetadata
 
 
@@ -74,6 +77,39 @@ def _error(obj: object) -> RestError:
      "Bad Request: Invalid timestamp: -1000. Timestamp should always be non-negative or null."),
     ([{"value": None}], 400, 400,
      'Bad Request: Error processing JSON: a record is a JSON object, not [{"value":null}]'),
+    # Past what Java's Instant holds (Jackson's answer), or past Kafka's Long of milliseconds:
+    # before, such a record reached the producer and its batch stopped the sender for good.
+    ({"timestamp": 99999999999999999999}, 400, 400,
+     "Bad Request: timestamp=99999999999999999999 is not a valid instant: Instant exceeds "
+     "minimum or maximum instant"),
+    ({"timestamp": 31556889864403200}, 400, 400,
+     "Bad Request: timestamp=31556889864403200 is not a valid instant: Instant exceeds "
+     "minimum or maximum instant"),
+    ({"timestamp": 9223372036854776}, 400, 400,
+     "Bad Request: Invalid timestamp: 9223372036854776000. Timestamp should be at most "
+     "9223372036854775807 (milliseconds since the epoch)."),
+    ({"timestamp": 9223372036854775.808}, 400, 400,
+     "Bad Request: Invalid timestamp: 9223372036854775808. Timestamp should be at most "
+     "9223372036854775807 (milliseconds since the epoch)."),
+    ({"timestamp": float("inf")}, 400, 400,
+     "Bad Request: timestamp=Infinity is not a valid instant: Instant exceeds minimum or maximum instant"),
+    ({"timestamp": float("-inf")}, 400, 400,
+     "Bad Request: timestamp=-Infinity is not a valid instant: Instant exceeds minimum or maximum instant"),
+    ({"timestamp": float("nan")}, 400, 400,
+     "Bad Request: timestamp=NaN is not a valid instant: Instant exceeds minimum or maximum instant"),
+    # A number JSON cannot hold (1e400 reads as infinity), and text that is not Unicode
+    # (a lone surrogate, "\ud800" in JSON): 400, not a failure to encode later.
+    ({"value": {"type": "JSON", "data": {"n": [float("inf")]}}}, 400, 400,
+     'Bad Request: data={"n":[Infinity]} cannot be written as JSON: Out of range float values are '
+     'not JSON compliant'),
+    ({"value": {"type": "JSON", "data": float("nan")}}, 400, 400,
+     "Bad Request: data=NaN cannot be written as JSON: Out of range float values are not JSON compliant"),
+    ({"value": {"type": "STRING", "data": "a\ud800b"}}, 400, 400,
+     'Bad Request: data="a\\ud800b" is not Unicode text: it holds a lone surrogate.'),
+    ({"key": {"type": "JSON", "data": ["\udfff"]}}, 400, 400,
+     'Bad Request: data=["\\udfff"] is not Unicode text: it holds a lone surrogate.'),
+    ({"headers": [{"name": "h\ud800", "value": None}]}, 400, 400,
+     'Bad Request: header name "h\\ud800" is not Unicode text: it holds a lone surrogate.'),
 ])
 def test_refused_records(obj: object, status: int, code: int, message: str) -> None:
     e = _error(obj)
@@ -138,6 +174,10 @@ def test_delivery_reports() -> None:
         "timestamp": "2021-02-05T19:14:42.123Z"}
     assert error_report(RestError(400, 400, "Bad Request: é")) == (
         '{"error_code":400,"message":"Bad Request: é"}\r\n')
+    # A message quoting text that is not Unicode is still written (escaped).
+    text = error_report(RestError(400, 400, "Bad Request: é \ud800"))
+    assert text == '{"error_code":400,"message":"Bad Request: \\u00e9 \\ud800"}\r\n'
+    text.encode()
 
 
 def test_producer_errors_as_reports() -> None:
@@ -221,3 +261,23 @@ def test_a_large_value_in_many_chunks_is_not_parsed_once_per_chunk(monkeypatch: 
     out += reader.feed(b'"}}')
     assert out == [{"value": {"type": "BINARY", "data": payload.decode()}}]
     assert len(calls) < 10, len(calls)      # 257 chunks
+
+
+# ---------------------------------------------------------------------------- logging
+
+def test_unexpected_errors_are_logged_once_an_interval_not_once_a_record(caplog: pytest.LogCaptureFixture) -> None:
+    # A request of many records that each hit the same bug: one stack trace, not one each.
+    now = [100.0]
+    rare = RareLog(logging.getLogger("test.rare"), 60.0, clock=lambda: now[0])
+    with caplog.at_level(logging.ERROR, "test.rare"):
+        for i in range(1000):
+            try:
+                raise UnicodeEncodeError("utf-8", "\ud800", 0, 1, f"record {i}")
+            except UnicodeEncodeError as e:
+                rare.exception("producing a record to t failed", e)
+        now[0] += 60.0
+        rare.exception("producing a record to t failed", RuntimeError("later"))
+    assert [(r.getMessage(), r.exc_info is not None) for r in caplog.records] == [
+        ("producing a record to t failed", True),
+        ("producing a record to t failed (and 999 more unexpected errors since the last one logged)", True)]
+    assert "record 0" in caplog.text and "later" in caplog.text

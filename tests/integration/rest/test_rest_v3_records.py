@@ -3,18 +3,23 @@ live proxy and broker: records of each embedded type (BINARY, JSON, STRING) with
 partition and timestamp are read back by confluent-kafka exactly as sent; streaming mode
 answers thousands of records on one connection in order, reports flowing while the client
 is still writing, a bad record reported in its place; the curl scripts are walked; every
-error answer is Confluent's, and the proxy goes on serving after each.
+error answer is Confluent's, and the proxy goes on serving after each (records Kafka cannot
+hold, such as a timestamp past 2^63-1 ms, never reach the principal's producer); a stream
+whose client stopped reading is dropped a few seconds after its time limit.
 """
 from __future__ import annotations
 
 import asyncio
 import base64
 import json
+import select
+import socket
 import subprocess
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Iterator
 
 import aiohttp
 import pytest
@@ -51,7 +56,7 @@ def post(url: str, body: bytes, content_type: str = "application/json") -> tuple
     """(status, raw body) of one POST with a Content-Length body."""
     req = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": content_type})
     try:
-        with urllib.request.urlopen(req, timeout=60) as r:
+        with urllib.request.urlopen(req, timeout=30) as r:
             return r.status, r.read()
     except urllib.error.HTTPError as e:
         return e.code, e.read()
@@ -231,32 +236,40 @@ def test_streaming_body_that_stops_being_json(env: Any) -> None:
     assert m.value() == b"before"
 
 
-def test_a_stream_open_too_long_is_ended_with_408(env: Any, tmp_path: Path) -> None:
+STREAM_LIMIT_S = 1.5
+
+
+@pytest.fixture(scope="module")
+def short_streams(env: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RestProxyProcess]:
+    """A proxy of its own whose streams may stay open STREAM_LIMIT_S."""
+    proxy = RestProxyProcess(tmp_path_factory.mktemp("short-streams"), env.bootstrap,
+                             {"streaming.connection.max.duration.ms": str(int(STREAM_LIMIT_S * 1000))})
+    proxy.start()
+    yield proxy
+    proxy.stop()
+
+
+def test_a_stream_open_too_long_is_ended_with_408(env: Any, short_streams: RestProxyProcess) -> None:
     """streaming.connection.max.duration.ms: past it, the records already written are
     reported, then Confluent's 408 report, and the answer ends while the client is still
     connected."""
-    proxy = RestProxyProcess(tmp_path / "proxy", env.bootstrap, {"streaming.connection.max.duration.ms": "1500"})
-    proxy.start()
-    try:
-        url = f"{proxy.url}/v3/clusters/{env.cluster_id}/topics/{STREAM_TOPIC}/records"
-        records = [{"partition_id": 2, "value": {"type": "STRING", "data": f"t{i}"}} for i in range(5)]
+    url = f"{short_streams.url}/v3/clusters/{env.cluster_id}/topics/{STREAM_TOPIC}/records"
+    records = [{"partition_id": 2, "value": {"type": "STRING", "data": f"t{i}"}} for i in range(5)]
 
-        async def run() -> tuple[int, str]:
-            done = asyncio.Event()
+    async def run() -> tuple[int, str]:
+        done = asyncio.Event()
 
-            async def body() -> AsyncIterator[bytes]:
-                yield "".join(json.dumps(r) for r in records).encode()
-                await asyncio.wait_for(done.wait(), 30)       # keep the request open
+        async def body() -> AsyncIterator[bytes]:
+            yield "".join(json.dumps(r) for r in records).encode()
+            await asyncio.wait_for(done.wait(), 30)       # keep the request open
 
-            async with aiohttp.ClientSession() as session:
-                async with session.post(url, data=body(), headers={"Content-Type": "application/json"}) as resp:
-                    text = await asyncio.wait_for(resp.text(), 20)
-                    done.set()
-                    return resp.status, text
+        async with aiohttp.ClientSession() as session:
+            async with session.post(url, data=body(), headers={"Content-Type": "application/json"}) as resp:
+                text = await asyncio.wait_for(resp.text(), 20)
+                done.set()
+                return resp.status, text
 
-        status, text = asyncio.run(run())
-    finally:
-        proxy.stop()
+    status, text = asyncio.run(run())
     assert status == 200
     reports = [json.loads(line) for line in text.split("\r\n") if line]
     assert [r["error_code"] for r in reports] == [200] * 5 + [408]
@@ -264,6 +277,41 @@ def test_a_stream_open_too_long_is_ended_with_408(env: Any, tmp_path: Path) -> N
                            "message": "Streaming connection open for longer than allowed: Connection will be closed."}
     base = reports[0]["offset"]
     assert [r["offset"] for r in reports[:5]] == list(range(base, base + 5))
+
+
+def test_a_stream_whose_client_stopped_reading_is_closed_after_the_limit(
+        env: Any, short_streams: RestProxyProcess) -> None:
+    """A client that writes records and never reads its reports: once the time limit has
+    passed and the reports cannot be written, the proxy drops the connection a few seconds
+    later (it used to wait in the write for good, holding the connection and its records)."""
+    host, port = short_streams.url.removeprefix("http://").split(":")
+    path = f"/v3/clusters/{env.cluster_id}/topics/{STREAM_TOPIC}/records"
+    # Records refused at once (a record is an object, not 1), each a report of ~95 bytes:
+    # ~9.5 MB of them, more than the socket buffers (up to 4 MB each way) take, so the
+    # proxy's writer waits for the client; from a 200 KB body, which they take whole.
+    records = b"1 " * 100_000
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)     # its reports soon fill it
+    try:
+        sock.settimeout(10)
+        sock.connect((host, int(port)))
+        started = time.monotonic()
+        sock.sendall((f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\n"
+                      "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n").encode()
+                     + b"%x\r\n%s\r\n" % (len(records), records))
+        # The request stays open and nothing is read: wait for the proxy to reset it.
+        poller = select.poll()
+        poller.register(sock, select.POLLERR | select.POLLHUP | select.POLLRDHUP)
+        events = poller.poll(1000 * (STREAM_LIMIT_S + 15))
+        closed_after = time.monotonic() - started
+    finally:
+        sock.close()
+    assert events and events[0][1] & (select.POLLERR | select.POLLHUP), (
+        f"the proxy still holds the connection 15 s after the stream's limit: {events}")
+    assert STREAM_LIMIT_S < closed_after < STREAM_LIMIT_S + 10, closed_after
+    # ... and it goes on serving.
+    status, raw = post(f"{short_streams.url}{path}", json.dumps(GOOD).encode())
+    assert status == 200 and json.loads(raw)["error_code"] == 200, raw
 
 
 # ---------------------------------------------------------------------------- curl
@@ -338,6 +386,53 @@ ERROR_CASES = [
     ("a 10 MB record", ERRORS_TOPIC,
      json.dumps({"value": {"type": "BINARY", "data": b64(b"x" * (10 * 1024 * 1024))}}).encode(),
      "application/json", 413, "a record of about 10485"),
+    # A timestamp no Kafka record can hold: before, it reached the principal's producer and
+    # stopped it for good (every later request hung).
+    ("a timestamp past an Instant", ERRORS_TOPIC,
+     b'{"partition_id":0,"timestamp":99999999999999999999,"value":{"type":"STRING","data":"x"}}',
+     "application/json", 400,
+     {"error_code": 400, "message": "Bad Request: timestamp=99999999999999999999 is not a valid instant: "
+                                    "Instant exceeds minimum or maximum instant"}),
+    ("a timestamp past Kafka's Long", ERRORS_TOPIC,
+     b'{"partition_id":0,"timestamp":9223372036854776,"value":{"type":"STRING","data":"x"}}',
+     "application/json", 400,
+     {"error_code": 400, "message": "Bad Request: Invalid timestamp: 9223372036854776000. Timestamp should be "
+                                    "at most 9223372036854775807 (milliseconds since the epoch)."}),
+    ("a timestamp of 1e400", ERRORS_TOPIC,
+     b'{"partition_id":0,"timestamp":1e400,"value":{"type":"STRING","data":"x"}}', "application/json", 400,
+     {"error_code": 400, "message": "Bad Request: timestamp=Infinity is not a valid instant: "
+                                    "Instant exceeds minimum or maximum instant"}),
+    ("a timestamp of 5000 digits", ERRORS_TOPIC,
+     b'{"partition_id":0,"timestamp":' + b"9" * 5000 + b"}", "application/json", 400,
+     "Bad Request: Error processing message: Exceeds the limit (4300 digits) for integer string conversion"),
+    # NaN and Infinity are not JSON (Jackson refuses them): before, NaN went into Kafka as
+    # JSON data that no JSON parser reads, and a NaN timestamp was a 500.
+    ("a NaN timestamp", ERRORS_TOPIC,
+     b'{"partition_id":0,"timestamp":NaN,"value":{"type":"STRING","data":"x"}}', "application/json", 400,
+     {"error_code": 400, "message": "Bad Request: Error processing message: Non-standard token 'NaN' "
+                                    "in the value at character 0"}),
+    ("NaN in JSON data", ERRORS_TOPIC,
+     b'{"partition_id":0,"value":{"type":"JSON","data":{"x":[NaN]}}}', "application/json", 400,
+     {"error_code": 400, "message": "Bad Request: Error processing message: Non-standard token 'NaN' "
+                                    "in the value at character 0"}),
+    ("1e400 in JSON data", ERRORS_TOPIC,
+     b'{"partition_id":0,"value":{"type":"JSON","data":{"x":-1e400}}}', "application/json", 400,
+     {"error_code": 400, "message": 'Bad Request: data={"x":-Infinity} cannot be written as JSON: '
+                                    "Out of range float values are not JSON compliant"}),
+    # Text that is not Unicode: before, a 500 and a stack trace in the log per record.
+    ("a lone surrogate in STRING data", ERRORS_TOPIC,
+     b'{"partition_id":0,"value":{"type":"STRING","data":"a\\ud800"}}', "application/json", 400,
+     {"error_code": 400, "message": 'Bad Request: data="a\\ud800" is not Unicode text: it holds a lone '
+                                    "surrogate."}),
+    ("a lone surrogate in a header name", ERRORS_TOPIC,
+     b'{"partition_id":0,"headers":[{"name":"\\udc00","value":null}],"value":{"type":"STRING","data":"x"}}',
+     "application/json", 400,
+     {"error_code": 400, "message": 'Bad Request: header name "\\udc00" is not Unicode text: it holds a '
+                                    "lone surrogate."}),
+    # Nesting deeper than Python's json reads: before, a 500.
+    ("JSON nested 100000 deep", ERRORS_TOPIC, b"[" * 100_000 + b"]" * 100_000, "application/json", 400,
+     {"error_code": 400, "message": "Bad Request: Error processing message: the JSON text is nested too "
+                                    "deeply at character 0"}),
 ]
 
 
@@ -354,3 +449,44 @@ def test_error_answers_then_serving_goes_on(env: Any, name: str, topic: str, bod
         assert answer == expected
     ok_status, report = post_json(records_url(env, ERRORS_TOPIC), GOOD)
     assert ok_status == 200 and report["error_code"] == 200, report
+
+
+def test_bad_records_in_a_stream_are_reported_in_place_and_not_logged(env: Any) -> None:
+    """In one stream: records the producer must never see (a timestamp past an Instant,
+    text with a lone surrogate) get their 400 in place and the records after them are
+    produced; JSON nested too deep for the reader ends the body with a 400 report (before:
+    the stream ended with no report and the records after it silently never produced).
+    None of it is a stack trace in the proxy's log."""
+    def rec(data: str, **extra: Any) -> bytes:
+        return json.dumps({"partition_id": 1, "value": {"type": "STRING", "data": data}, **extra}).encode()
+
+    pieces = [rec("s1"), rec("s2", timestamp=99999999999999999999), rec("s3"),
+              b'{"partition_id":1,"value":{"type":"STRING","data":"\\ud800"}}', rec("s4"),
+              b"[" * 100_000 + b"]" * 100_000, rec("s5")]
+
+    async def run() -> tuple[int, str]:
+        async def chunks() -> AsyncIterator[bytes]:
+            for p in pieces:
+                for i in range(0, len(p), 16384):
+                    yield p[i:i + 16384]
+                    await asyncio.sleep(0)
+        async with aiohttp.ClientSession() as session:
+            async with session.post(records_url(env, STREAM_TOPIC), data=chunks(),
+                                    headers={"Content-Type": "application/json"}) as resp:
+                return resp.status, await asyncio.wait_for(resp.text(), 30)
+
+    status, text = asyncio.run(run())
+    assert status == 200
+    reports = [json.loads(line) for line in text.split("\r\n") if line]
+    assert [r["error_code"] for r in reports] == [200, 400, 200, 400, 200, 400], reports
+    assert reports[1] == {"error_code": 400, "message": "Bad Request: timestamp=99999999999999999999 is not a "
+                                                        "valid instant: Instant exceeds minimum or maximum instant"}
+    assert reports[3] == {"error_code": 400, "message": 'Bad Request: data="\\ud800" is not Unicode text: it '
+                                                        "holds a lone surrogate."}
+    assert reports[5]["message"].startswith("Bad Request: Error processing message: the JSON text is nested "
+                                            "too deeply at character ")
+    good = [reports[i] for i in (0, 2, 4)]
+    assert [r["offset"] for r in good] == [good[0]["offset"] + i for i in range(3)]
+    assert [m.value() for m in read_back(env.bootstrap, STREAM_TOPIC, 1, good[0]["offset"], 3)] == [
+        b"s1", b"s3", b"s4"]
+    assert "Traceback" not in env.proxy.output(), env.proxy.output()[-3000:]
