@@ -21,7 +21,8 @@ Two ways to get partitions:
   - `assign(partitions)`: no group management; commits still go to `group.id` if set.
 
 Positions start from the committed offset (OffsetFetch) or else auto.offset.reset; the
-fetcher (clients.aio.fetcher) prefetches in the background. With enable.auto.commit,
+fetcher (clients.aio.fetcher) looks them up and prefetches in the background, and poll()
+waits for neither longer than its timeout. With enable.auto.commit,
 positions are committed every auto.commit.interval.ms from poll(), before partitions are
 revoked and on close. commit_async callbacks `callback(err, offsets)` run inside the next
 poll(), commit() or close() (as in Kafka's Java client).
@@ -52,6 +53,7 @@ __all__ = ["AsyncConsumer", "ConsumerGroupMetadata"]
 log = logging.getLogger("strom.client.consumer")
 
 CommitCallback = Callable[[Exception | None, Mapping[TopicPartition, OffsetAndMetadata]], Any]
+Committed = dict[TopicPartition, OffsetAndMetadata | None]
 
 
 class ConsumerGroupMetadata(NamedTuple):
@@ -91,6 +93,9 @@ class AsyncConsumer:
         self._max_poll_records: int = self.config["max.poll.records"]
         self._commit_tasks: set[asyncio.Task[Any]] = set()
         self._join_task: asyncio.Task[Any] | None = None   # a JoinGroup+SyncGroup in flight
+        # poll()'s OffsetFetch still in flight, with the partitions it asks about.
+        self._committed_lookup: (tuple[frozenset[TopicPartition], asyncio.Task[Committed]]
+                                 | None) = None
         self._commit_callbacks: list[tuple[CommitCallback, Exception | None, dict]] = []
         self._start_lock: asyncio.Lock | None = None
         self._started = False
@@ -144,6 +149,7 @@ class AsyncConsumer:
             return
         if self._started:
             try:
+                self._drop_committed_lookup()
                 await self._abandon_join()
                 if self._subscribed:
                     await self._revoke_all(commit=autocommit, lost=False)
@@ -224,6 +230,7 @@ class AsyncConsumer:
 
     def _set_assignment(self, tps: set[TopicPartition]) -> None:
         self._assignment = set(tps)
+        self._drop_committed_lookup()       # its answer may predate this assignment
         self._f.assign(tps)
 
     # ------------------------------------------------------------------ rebalancing
@@ -337,34 +344,92 @@ class AsyncConsumer:
                 await self._call_listener("on_partitions_assigned", new)
         return True
 
-    async def _update_positions(self, tps: Iterable[TopicPartition] | None = None) -> None:
-        """Positions for partitions without one: committed offset, else auto.offset.reset."""
+    def _start_from_committed(self, tps: Iterable[TopicPartition], committed: Committed) -> None:
+        """Positions for `tps` from their committed offsets, else auto.offset.reset (those
+        sought or unassigned meanwhile are left alone)."""
         f = self._f
-        missing = [tp for tp in (f.needs_position() if tps is None else tps)
-                   if f.states[tp].position is None and f.states[tp].reset is None]
+        strategy = self.config["auto.offset.reset"]
+        for tp in tps:
+            st = f.states.get(tp)
+            if st is None or st.position is not None or st.reset is not None:
+                continue
+            c = committed.get(tp)
+            if c is not None:
+                f.seek(tp, c.offset, c.leader_epoch)
+            elif strategy in ("earliest", "latest"):
+                f.request_reset(tp, strategy)
+            else:
+                raise for_code(Code.OFFSET_OUT_OF_RANGE)(
+                    f"{tp}: no committed offset and auto.offset.reset=none")
+
+    async def _update_positions(self, tps: Iterable[TopicPartition]) -> None:
+        """Positions for those of `tps` without one (committed offset, else
+        auto.offset.reset), waiting up to default.api.timeout.ms (position())."""
+        f = self._f
+        tps = list(tps)
+        missing = [tp for tp in tps if f.states[tp].position is None and f.states[tp].reset is None]
         if missing:
-            committed = (await self._group.committed(missing, self._api_timeout)
-                         if self._group is not None else {})
-            strategy = self.config["auto.offset.reset"]
-            for tp in missing:
-                if tp not in f.states:
-                    continue
-                c = committed.get(tp)
-                if c is not None:
-                    f.seek(tp, c.offset, c.leader_epoch)
-                elif strategy in ("earliest", "latest"):
-                    f.request_reset(tp, strategy)
-                else:
-                    raise for_code(Code.OFFSET_OUT_OF_RANGE)(
-                        f"{tp}: no committed offset and auto.offset.reset=none")
-        await f.reset_positions(self._api_timeout)
+            self._start_from_committed(missing, await self._group.committed(
+                missing, self._api_timeout) if self._group is not None else {})
+        await f.reset_positions(tps, self._api_timeout)
+
+    async def _poll_positions(self, timeout: float) -> None:
+        """poll()'s part of positions, as Kafka's poll(): the committed offsets of partitions
+        without a position, waiting at most `timeout` for them, and lookups started for the
+        partitions to reset, never waited for (the fetcher fetches each partition as soon
+        as its position is known, and looks up the missing ones again)."""
+        f = self._f
+        pending = f.needs_position()
+        if not pending:
+            return
+        missing = [tp for tp in pending if f.states[tp].reset is None]
+        if missing:
+            committed = ({} if self._group is None
+                         else await self._committed_within(missing, timeout))
+            if committed is not None:
+                self._start_from_committed(missing, committed)
+        f.start_position_resets()
+
+    async def _committed_within(self, tps: list[TopicPartition], timeout: float
+                                ) -> Committed | None:
+        """The committed offsets of `tps` (OffsetFetch), or None if they have not come
+        within `timeout`: the request goes on for a later poll() (as Kafka's consumer keeps
+        its pending OffsetFetch) unless that one asks about other partitions. Its error
+        (GROUP_AUTHORIZATION_FAILED, a timeout after default.api.timeout.ms) is raised once."""
+        key = frozenset(tps)
+        if self._committed_lookup is None or self._committed_lookup[0] != key:
+            self._drop_committed_lookup()
+            assert self._group is not None
+            task = asyncio.get_running_loop().create_task(
+                self._group.committed(sorted(key), self._api_timeout), name="strom-committed")
+            # Retrieved even when dropped: no "exception was never retrieved" at exit.
+            task.add_done_callback(lambda t: t.cancelled() or t.exception())
+            self._committed_lookup = (key, task)
+        task = self._committed_lookup[1]
+        if not task.done():
+            # asyncio.wait, not wait_for (which, in Python 3.11, can swallow a cancellation
+            # of poll() that arrives as the answer does); a cancelled poll() leaves the task.
+            await asyncio.wait({task}, timeout=max(0.0, timeout))
+            if not task.done():
+                return None
+        if self._committed_lookup is not None and self._committed_lookup[1] is task:
+            self._committed_lookup = None
+        return task.result()
+
+    def _drop_committed_lookup(self) -> None:
+        lookup, self._committed_lookup = self._committed_lookup, None
+        if lookup is not None:
+            lookup[1].cancel()
 
     # ------------------------------------------------------------------ poll
 
     async def poll(self, timeout: float = 1.0, max_records: int | None = None) -> list[ConsumerRecord]:
         """Records fetched since the last poll (at most `max_records`, default
         max.poll.records), waiting up to `timeout` seconds for some. Runs rebalances,
-        auto-commits and pending commit callbacks. Raises AuthenticationError when the
+        auto-commits and pending commit callbacks. Looking positions up never makes it wait
+        longer: the partitions with one are read meanwhile, and a partition whose position
+        cannot be looked up (it does not exist yet, it has no leader) is asked about again
+        in the background, as Kafka's consumer does. Raises AuthenticationError when the
         last attempt to connect to a broker was refused (a changed password), as Kafka's
         consumer does."""
         await self.start()
@@ -380,7 +445,7 @@ class AsyncConsumer:
             if self._subscribed:
                 await self._ensure_group(deadline - loop.time())
                 self._raise_listener_error()
-            await self._update_positions()
+            await self._poll_positions(deadline - loop.time())
             self._maybe_auto_commit(loop.time())
             records = f.drain(max_records)
             if records:
@@ -394,10 +459,12 @@ class AsyncConsumer:
             elif self._subscribed and self._group is not None:
                 waiters.append(loop.create_task(self._group.changed.wait()))
             # Wake at least every second for pattern subscriptions and auto-commit.
-            _, pending = await asyncio.wait(waiters, timeout=min(remaining, 1.0),
-                                            return_when=asyncio.FIRST_COMPLETED)
-            for t in pending:
-                t.cancel()
+            try:
+                await asyncio.wait(waiters, timeout=min(remaining, 1.0),
+                                   return_when=asyncio.FIRST_COMPLETED)
+            finally:                        # also when poll() is cancelled
+                for t in waiters:
+                    t.cancel()
 
     # ------------------------------------------------------------------ commits
 

@@ -21,8 +21,14 @@ connections ask for a metadata update and fetch again from the same position, fr
 whichever broker leads then. OFFSET_OUT_OF_RANGE resets the position (auto.offset.reset),
 or, with "none", raises from poll().
 
-`list_offsets` (ListOffsets to each leader) serves resets, offsets_for_times and
-beginning/end offsets. Single event loop, not thread-safe.
+Positions to look up (auto.offset.reset, seek_to_beginning/end): poll() starts the lookups
+and does not wait for them (start_position_resets, as Kafka's consumer): a background task
+per batch sends ListOffsets to the leaders, each position found is used at once, and a
+partition that has no leader (one that does not exist yet) or a retriable error is asked
+about again, with backoff, while the others are fetched; an error that is not retriable is
+raised by poll(). `list_offsets` (ListOffsets to each leader, waiting up to a timeout)
+serves position(), offsets_for_times and beginning/end offsets. Single event loop, not
+thread-safe.
 """
 from __future__ import annotations
 
@@ -113,6 +119,7 @@ class Fetcher:
         self._backoff_until: dict[int, float] = {}
         self._sessions: dict[int, FetchSessionHandler] = {}     # per broker (Fetch v7+)
         self._tasks: set[asyncio.Task[None]] = set()
+        self._resetting: set[TopicPartition] = set()   # partitions a lookup task owns
         self._task: asyncio.Task[None] | None = None
         self._closed = False
 
@@ -506,44 +513,71 @@ class Fetcher:
                            ) -> dict[TopicPartition, tuple[int, int, int]]:
         """{tp: (offset, timestamp, leader_epoch)} for each tp's timestamp spec (EARLIEST,
         LATEST or ms); offset -1 where no record has that timestamp or later. Retries
-        leader errors with fresh metadata until `timeout`."""
+        leader errors with fresh metadata until `timeout` (then KafkaTimeoutError); a
+        partition's error that is not retriable (TOPIC_AUTHORIZATION_FAILED, ...) is raised."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         remaining = dict(specs)
         out: dict[TopicPartition, tuple[int, int, int]] = {}
         self.client.metadata.add_topics({tp.topic for tp in remaining})
+        rounds = 0
         while remaining:
-            cluster = self.client.cluster
-            by_leader: dict[int, dict[TopicPartition, int]] = {}
-            for tp, ts in remaining.items():
-                leader = cluster.leader_for(tp.topic, tp.partition)
-                if leader >= 0:
-                    by_leader.setdefault(leader, {})[tp] = ts
-            results = await asyncio.gather(
-                *(self._list_offsets_from(node, tps, max(0.05, deadline - loop.time()))
-                  for node, tps in by_leader.items()), return_exceptions=True)
-            for r in results:
-                if isinstance(r, BaseException) and not isinstance(r, _CONNECTION_ERRORS):
-                    raise r
-                if isinstance(r, dict):
-                    for tp, value in r.items():
-                        remaining.pop(tp, None)
-                        out[tp] = value
+            found, errors = await self._list_offsets_round(
+                remaining, max(0.05, deadline - loop.time()), topic_errors=rounds > 0)
+            if errors:
+                raise errors[min(errors)]
+            for tp, value in found.items():
+                remaining.pop(tp, None)
+                out[tp] = value
             if not remaining:
                 break
             if loop.time() >= deadline:
                 raise KafkaTimeoutError(
                     f"ListOffsets for {', '.join(map(str, sorted(remaining)))} did not "
                     f"succeed within {timeout:.1f}s")
-            try:
-                await self.client.metadata.wait_for_update(
-                    max(0.05, min(deadline - loop.time(), 1.0)))
-            except (TimeoutError, KafkaConnectionError):
-                await asyncio.sleep(self.client.retry_backoff)
+            rounds += 1
+            await self._metadata_update(max(0.05, min(deadline - loop.time(), 1.0)))
         return out
 
-    async def _list_offsets_from(self, node: int, tps: Mapping[TopicPartition, int],
-                                 timeout: float) -> dict[TopicPartition, tuple[int, int, int]]:
+    async def _list_offsets_round(self, specs: Mapping[TopicPartition, int], timeout: float,
+                                  topic_errors: bool
+                                  ) -> tuple[dict[TopicPartition, tuple[int, int, int]],
+                                             dict[TopicPartition, KafkaError]]:
+        """One ListOffsets to the leader of each partition of `specs`, all at once: (offsets
+        found, errors not worth retrying). The other partitions (no leader known, a
+        retriable error, a lost connection) asked for a metadata update, for a later round.
+        `topic_errors` (a round after the first, so the metadata has had a refresh): a
+        partition of a topic the metadata refuses, as TOPIC_AUTHORIZATION_FAILED (unlike
+        UNKNOWN_TOPIC_OR_PARTITION, not retriable), fails with that error."""
+        cluster = self.client.cluster
+        by_leader: dict[int, dict[TopicPartition, int]] = {}
+        errors: dict[TopicPartition, KafkaError] = {}
+        for tp, ts in specs.items():
+            leader = cluster.leader_for(tp.topic, tp.partition)
+            if leader >= 0:
+                by_leader.setdefault(leader, {})[tp] = ts
+                continue
+            self.client.metadata.request_update()
+            code = cluster.topic_error(tp.topic)
+            if topic_errors and code and not for_code(code).retriable:
+                errors[tp] = for_code(code)(f"ListOffsets {tp}: topic {tp.topic!r}")
+        results = await asyncio.gather(
+            *(self._list_offsets_from(node, tps, timeout) for node, tps in by_leader.items()),
+            return_exceptions=True)
+        found: dict[TopicPartition, tuple[int, int, int]] = {}
+        for r in results:
+            if isinstance(r, _CONNECTION_ERRORS):
+                self.client.metadata.request_update()
+            elif isinstance(r, BaseException):
+                raise r
+            else:
+                found.update(r[0])
+                errors.update(r[1])
+        return found, errors
+
+    async def _list_offsets_from(self, node: int, tps: Mapping[TopicPartition, int], timeout: float
+                                 ) -> tuple[dict[TopicPartition, tuple[int, int, int]],
+                                            dict[TopicPartition, KafkaError]]:
         topics: dict[str, list[dict]] = {}
         for tp, ts in tps.items():
             topics.setdefault(tp.topic, []).append(
@@ -552,6 +586,7 @@ class Fetcher:
                 "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
         resp = await self.client.request(node, "ListOffsets", body, timeout=timeout)
         out = {}
+        errors: dict[TopicPartition, KafkaError] = {}
         for t in resp.topics:
             for p in t.partitions:
                 tp = TopicPartition(t.name, p.partition_index)
@@ -560,20 +595,114 @@ class Fetcher:
                 elif for_code(p.error_code).retriable or p.error_code in _REFRESH_METADATA:
                     self.client.metadata.request_update()
                 else:
-                    raise for_code(p.error_code)(f"ListOffsets {tp}")
-        return out
+                    errors[tp] = for_code(p.error_code)(f"ListOffsets {tp}")
+        return out, errors
 
-    async def reset_positions(self, timeout: float) -> None:
-        """Look up the positions of partitions waiting for a reset (earliest/latest)."""
-        pending = {tp: (EARLIEST if st.reset == "earliest" else LATEST)
-                   for tp, st in self.states.items() if st.position is None and st.reset}
+    async def _metadata_update(self, timeout: float) -> None:
+        """Wait up to `timeout` for the next metadata snapshot (after a failed refresh, the
+        retry backoff too). With asyncio.wait, not wait_for: Python 3.11's wait_for returns
+        normally when its caller's cancellation arrives in the loop iteration in which the
+        update lands, and the cancelled lookup would go on until its timeout."""
+        update = asyncio.ensure_future(self.client.metadata.wait_for_update())
+        failed = False
+        try:
+            await asyncio.wait({update}, timeout=timeout)
+        finally:
+            if not update.done():
+                update.cancel()
+            elif not update.cancelled():
+                failed = update.exception() is not None     # retrieved either way
+        if failed:
+            await asyncio.sleep(self.client.retry_backoff)
+
+    # ------------------------------------------------------------------ position resets
+
+    def _reset_to(self, st: PartitionState, offset: int) -> None:
+        st.position = offset
+        st.reset = None
+        st.version += 1
+
+    async def reset_positions(self, tps: Iterable[TopicPartition], timeout: float) -> None:
+        """Look up the positions of those of `tps` waiting for a reset (earliest/latest) now,
+        waiting up to `timeout` (position(); poll() uses start_position_resets())."""
+        pending: dict[TopicPartition, int] = {}
+        for tp in tps:
+            st = self.states.get(tp)
+            if st is not None and st.position is None and st.reset:
+                pending[tp] = EARLIEST if st.reset == "earliest" else LATEST
         if not pending:
             return
         found = await self.list_offsets(pending, timeout)
-        for tp, (offset, _, epoch) in found.items():
+        for tp, (offset, _, _) in found.items():
             st = self.states.get(tp)
             if st is not None and st.position is None:
-                st.position = offset
-                st.reset = None
-                st.version += 1
+                self._reset_to(st, offset)
         self.wake()
+
+    def start_position_resets(self) -> None:
+        """Start looking up the positions of partitions waiting for a reset (earliest/latest)
+        that no lookup has yet, and return (poll() calls it: as Kafka's consumer, poll()
+        never waits for a position past its own timeout). See _reset_until_found."""
+        todo = [tp for tp, st in self.states.items()
+                if st.position is None and st.reset is not None and st.error is None
+                and tp not in self._resetting]
+        if not todo:
+            return
+        self._resetting.update(todo)
+        t = asyncio.get_running_loop().create_task(self._reset_until_found(set(todo)),
+                                                   name="strom-reset-positions")
+        self._tasks.add(t)
+        t.add_done_callback(self._tasks.discard)
+
+    async def _reset_until_found(self, tps: set[TopicPartition]) -> None:
+        """ListOffsets for `tps`, round after round, until each has a position, is sought
+        elsewhere or unassigned. A position found is used at once (the fetcher starts from
+        it) whatever the other partitions do; one without a leader (a partition that does not
+        exist yet) or with a retriable error is asked about again after a backoff growing to
+        retry.backoff.max.ms, for as long as it is assigned, as Kafka's consumer asks again
+        on every poll; an error that is not retriable is raised by the next poll()."""
+        backoff = self.client.retry_backoff
+        rounds = 0
+        try:
+            while True:
+                sent: dict[TopicPartition, tuple[int, int]] = {}    # tp: (version, spec)
+                for tp in list(tps):
+                    st = self.states.get(tp)
+                    if st is None or st.position is not None or st.reset is None:
+                        tps.discard(tp)             # unassigned, found or sought
+                        self._resetting.discard(tp)
+                    else:
+                        sent[tp] = (st.version, EARLIEST if st.reset == "earliest" else LATEST)
+                if not sent:
+                    return
+                found, errors = await self._list_offsets_round(
+                    {tp: spec for tp, (_, spec) in sent.items()}, self.client.request_timeout,
+                    topic_errors=rounds > 0)
+                for tp, (offset, _, _) in found.items():
+                    st = self.states.get(tp)
+                    if st is not None and st.version == sent[tp][0] and st.position is None:
+                        self._reset_to(st, offset)
+                for tp, err in errors.items():
+                    st = self.states.get(tp)
+                    if st is not None and st.version == sent[tp][0]:
+                        st.error = err
+                        self.data_ready.set()
+                    tps.discard(tp)                 # the next poll() starts over
+                    self._resetting.discard(tp)
+                if found:
+                    self.wake()
+                if any(tp not in found for tp in tps):
+                    rounds += 1
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, max(self.client.retry_backoff_max, backoff))
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:                  # an authentication failure, a bug: poll() raises it
+            log.warning("looking up the positions of %s failed: %r", sorted(tps), e)
+            for tp in tps:
+                st = self.states.get(tp)
+                if st is not None and st.position is None:
+                    st.error = e
+                    self.data_ready.set()
+        finally:
+            self._resetting.difference_update(tps)
