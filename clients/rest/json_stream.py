@@ -18,6 +18,7 @@ from __future__ import annotations
 import codecs
 import json
 import re
+from itertools import accumulate
 from typing import Any
 
 __all__ = ["JsonStreamReader", "JsonStreamError"]
@@ -196,11 +197,18 @@ class JsonStreamReader:
         return []
 
 
-# Inside brackets only these matter; inside a string only a quote (and the backslashes
-# before it); a token (number, true, ...) at the top level runs to one of these or a space.
-_STRUCTURE = re.compile(r'[][{}"]')
+# A token (number, true, ...) at the top level runs to a structural character or a space.
 _SPACE = re.compile(r"[ \t\n\r]*")
 _TOKEN = re.compile(r'[^][{}" \t\n\r,:]*')
+# A string, or one still open at the end of the text (its last backslash may escape the
+# next text's first character); the group is its closing quote. Matching an open string
+# to the end, not failing on it, keeps the search linear (a failed match would be tried
+# again from each quote in it).
+_STRINGS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*(?:(")|\\?\Z)', re.DOTALL)
+# The rest of a string: up to its closing quote, or a backslash that ends the text.
+_STRING_REST = re.compile(r'[^"\\]*(?:\\.[^"\\]*)*', re.DOTALL)
+_NOT_BRACKETS = re.compile(r"[^][{}]+")
+_DEPTH_CHANGE = {"[": 1, "{": 1, "]": -1, "}": -1}
 
 
 def _end_of(run: "re.Pattern[str]", text: str, i: int) -> int:
@@ -209,9 +217,17 @@ def _end_of(run: "re.Pattern[str]", text: str, i: int) -> int:
     return i if m is None else m.end()
 
 
+def _odd_backslashes_at_end(text: str) -> bool:
+    end = k = len(text)
+    while k and text[k - 1] == "\\":
+        k -= 1
+    return (end - k) % 2 == 1
+
+
 class _ValueEnd:
     """Where the first JSON value of a text ends, found by scanning the text piece by piece
-    as it arrives, each character once. Not a parser: it only tells when to parse. Text that
+    as it arrives, each character once, the inside of brackets in bulk (regular
+    expressions and counting, in C). Not a parser: it only tells when to parse. Text that
     is not JSON may make it answer early (parsing then finds the error) or never (a
     bracket never closed: the end of the body or the size limit ends it)."""
 
@@ -226,60 +242,59 @@ class _ValueEnd:
     def found_in(self, text: str) -> bool:
         """Scan `text`, the piece after the ones before; True when the first value (or
         something the scan cannot judge) ended in it."""
-        i, n = 0, len(text)
-        depth, in_string = self.depth, self.in_string
-        if self.escaped and n:
+        n = len(text)
+        if self.in_token:
+            return _end_of(_TOKEN, text, 0) < n
+        i = 0
+        if self.escaped:
             self.escaped = False
             i = 1
-        if self.in_token:
-            i = _end_of(_TOKEN, text, 0)
-            if i < n:
-                return True
-            return False
         while i < n:
-            if in_string:
-                j = text.find('"', i)
-                k = n if j < 0 else j
-                run = k
-                while run > i and text[run - 1] == "\\":
-                    run -= 1
-                if j < 0:
-                    self.escaped = (k - run) % 2 == 1
-                    break
-                i = j + 1
-                if (k - run) % 2 == 0:
-                    in_string = False
-                    if depth == 0:
-                        return True
-            elif depth == 0:
+            if self.in_string:
+                i = _end_of(_STRING_REST, text, i)     # at its closing quote, or a lone \
+                if i == n:
+                    return False
+                if text[i] == "\\":                   # the last character: it escapes
+                    self.escaped = True                 # the next text's first one
+                    return False
+                i += 1
+                self.in_string = False
+                if self.depth == 0:
+                    return True
+            elif self.depth == 0:
                 i = _end_of(_SPACE, text, i)
                 if i == n:
-                    break
+                    return False
                 c = text[i]
                 i += 1
                 if c == '"':
-                    in_string = True
+                    self.in_string = True
                 elif c in "[{":
-                    depth = 1
+                    self.depth = 1
                 else:               # a number or literal: it ends where its token does
-                    i = _end_of(_TOKEN, text, i)
-                    if i < n:
+                    if _end_of(_TOKEN, text, i) < n:
                         return True
                     self.in_token = True
-                    break
+                    return False
             else:
-                m = _STRUCTURE.search(text, i)
-                if m is None:
-                    break
-                c = m.group()
-                i = m.end()
-                if c == '"':
-                    in_string = True
-                elif c in "[{":
-                    depth += 1
-                else:
-                    depth -= 1
-                    if depth == 0:
-                        return True
-        self.depth, self.in_string = depth, in_string
+                return self._inside_brackets(text[i:] if i else text)
+        return False
+
+    def _inside_brackets(self, text: str) -> bool:
+        """The rest of a piece, at depth 1 or more outside a string."""
+        # [outside, closing quote or None, outside, ...]: split() keeps the text between
+        # strings and each string's group, in C (a replacement template would not be).
+        parts = _STRINGS.split(text)
+        if len(parts) > 1 and parts[-2] is None:     # it ends in a string
+            self.in_string = True
+            self.escaped = _odd_backslashes_at_end(text)
+        brackets = _NOT_BRACKETS.sub("", "".join(parts[::2]))
+        if not brackets:
+            return False
+        opened = brackets.count("[") + brackets.count("{")
+        closed = len(brackets) - opened
+        if closed >= self.depth and min(accumulate(map(_DEPTH_CHANGE.__getitem__, brackets),
+                                                   initial=self.depth)) <= 0:
+            return True
+        self.depth += opened - closed
         return False

@@ -6,6 +6,9 @@ body with an error, never an exception out of the reader."""
 from __future__ import annotations
 
 import json
+import random
+from bisect import bisect_left
+from itertools import accumulate
 import tracemalloc
 from typing import Any
 
@@ -91,6 +94,43 @@ def test_a_split_anywhere_in_the_last_characters(split: int) -> None:
     reader = JsonStreamReader(1_000_000)
     out = feed_all(reader, [data[:5000], data[5000:cut], data[cut:]])
     assert [v for _, v in out] == [value, 7] and reader.error is None
+
+
+def _random_value(rng: random.Random, depth: int = 0) -> Any:
+    pick = rng.random()
+    if depth > 4 or pick < 0.35:
+        return rng.choice([None, True, False, rng.randint(-10**6, 10**6), rng.random(),
+                           "".join(rng.choice('ab"\\/[]{}é\u2028\U0001f600 \n') for _ in range(rng.randint(0, 12)))])
+    if pick < 0.7:
+        return [_random_value(rng, depth + 1) for _ in range(rng.randint(0, 5))]
+    return {"".join(rng.choice('k"\\}]') for _ in range(rng.randint(0, 4))): _random_value(rng, depth + 1)
+            for _ in range(rng.randint(0, 5))}
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_values_in_random_chunks(seed: int) -> None:
+    """Objects, arrays and strings at the top level (a number there waits for the character
+    after it), some long enough to be scanned: each comes out of the feed that brought its
+    last byte."""
+    rng = random.Random(seed)
+    body, ends, values = b"", [], []
+    for _ in range(12):
+        value = [_random_value(rng), "p" * rng.choice([0, 10, 600, 3000])]
+        value = rng.choice([value, {"v": value}, json.dumps(value)])
+        body += rng.choice([b"", b" ", b"\n\t "]) + json.dumps(value, ensure_ascii=rng.random() < 0.5).encode()
+        ends.append(len(body))
+        values.append(value)
+    cuts = sorted({0, len(body)} | {rng.randrange(len(body)) for _ in range(rng.randint(1, 3))})
+    sizes = [rng.choice([1, 2, 3, 7, 64, 1000]) for _ in range(len(cuts))]
+    chunks = []
+    for (a, b), size in zip(zip(cuts, cuts[1:]), sizes):
+        chunks += [body[i:min(i + size, b)] for i in range(a, b, size)] if rng.random() < 0.7 else [body[a:b]]
+    reader = JsonStreamReader(1_000_000)
+    out = feed_all(reader, chunks)
+    assert reader.error is None
+    assert [v for _, v in out] == values
+    starts = list(accumulate((len(c) for c in chunks), initial=0))     # of each chunk
+    assert [i for i, _ in out] == [bisect_left(starts, e) - 1 for e in ends]
 
 
 def test_a_large_number_in_many_chunks(parsed: list[int]) -> None:
