@@ -150,10 +150,10 @@ class ConsumerInstance:
                 return out
 
     async def _poll(self, timeout_s: float) -> list[ConsumerRecord] | None:
-        """poll(timeout_s), or None when it runs past its timeout: looking up a position
-        waits up to default.api.timeout.ms (a partition that does not exist yet), and a read
-        answers by its deadline anyway, as Java's poll(timeout) does. Cancelling poll() loses
-        no record: it hands records out without awaiting anything after taking them."""
+        """poll(timeout_s), or None when it runs past its timeout (a guard: poll() keeps to
+        its timeout, but a read answers by its deadline whatever happens, as Java's
+        poll(timeout) does). Cancelling poll() loses no record: it hands records out without
+        awaiting anything after taking them."""
         task = asyncio.ensure_future(self.consumer.poll(timeout_s))
         try:
             done, _ = await asyncio.wait({task}, timeout=timeout_s + POLL_GRACE_S)
