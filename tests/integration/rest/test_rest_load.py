@@ -42,7 +42,7 @@ def _read_values(bootstrap: str, topic: str, partitions: int) -> list[str]:
         c.close()
 
 
-@pytest.mark.parametrize("mode, short_s", [("stream", 6.0), ("request", 3.0)])
+@pytest.mark.parametrize("mode, short_s", [("stream", 3.0), ("request", 2.0)])
 def test_fifty_http_producers_lose_and_double_nothing(rest_env, long_run: bool, mode: str, short_s: float) -> None:
     topic = f"rest-load-{mode}"
     with AdminClient({"bootstrap.servers": rest_env.bootstrap}) as admin:
