@@ -18,6 +18,8 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.support.curl_answer import Answer
+
 pytestmark = pytest.mark.integration
 
 CURL = Path(__file__).resolve().parent / "curl"
@@ -27,26 +29,6 @@ JSON_TYPE = "application/vnd.kafka.json.v2+json"
 NOT_FOUND = {"error_code": 40403, "message": "Consumer instance not found."}
 EXCLUSIVE = {"error_code": 40903, "message": "Illegal state: Subscription to topics, partitions "
                                               "and pattern are mutually exclusive"}
-
-
-class Answer:
-    """One HTTP answer printed by `curl -i`."""
-
-    def __init__(self, raw: bytes):
-        head, _, payload = raw.partition(b"\r\n\r\n")
-        status_line, *lines = head.decode("latin-1").split("\r\n")
-        self.status = int(status_line.split()[1])
-        self.headers = {k.strip().lower(): v.strip()
-                        for k, _, v in (line.partition(":") for line in lines)}
-        self.text = payload.decode()
-        self.body: Any = json.loads(payload) if payload.strip() else None
-
-    @property
-    def content_type(self) -> str:
-        return self.headers.get("content-type", "").split(";")[0]
-
-    def __repr__(self) -> str:
-        return f"<{self.status} {self.text[:300]}>"
 
 
 def script(name: str, *args: str) -> Answer:

@@ -20,24 +20,10 @@ import pytest
 from clients.consumer import Consumer
 from clients.producer import Producer
 from clients.types import TopicPartition
+from tests.support.curl_answer import Answer
 
 CURL = Path(__file__).parent / "curl"
 TOPIC, LAG_TOPIC, GROUP = "v3-orders", "v3-lagged", "v3-lag-group"
-
-
-class Answer:
-    """A script's answer: status, headers (names lower-cased) and the parsed JSON body."""
-
-    def __init__(self, raw: bytes):
-        head, _, payload = raw.partition(b"\r\n\r\n")
-        status_line, *lines = head.decode("latin-1").split("\r\n")
-        self.status = int(status_line.split()[1])
-        self.headers = {k.strip().lower(): v.strip()
-                        for k, _, v in (line.partition(":") for line in lines)}
-        self.body: Any = json.loads(payload) if payload.strip() else None
-
-    def __repr__(self) -> str:
-        return f"Answer({self.status}, {self.body!r})"
 
 
 def run(script: str, *args: object) -> Answer:
