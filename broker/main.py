@@ -19,6 +19,7 @@ from clients.protocol.messages import API_BY_NAME
 from zkcoord.controller import Controller, ControllerSettings
 from zkcoord.local import LocalMetadataStore
 from zkcoord.store import AclsChanged, BrokerInfo, LeaderAndIsr, MetadataStore
+from zkcoord.zk_registration import SessionRecord
 from zkcoord.zookeeper import ZkMetadataStore
 
 from .background import BackgroundTasks
@@ -30,6 +31,7 @@ from .group.settings import GroupSettings
 from .group.offsets import OFFSETS_TOPIC
 from .heap import freeze_startup_objects, retain_freed_memory
 from .log import LogManager
+from .log.dir_lock import lock_log_dirs
 from .metadata_cache import MetadataCache
 from .metrics import BrokerMetrics, MetricSources
 from .metrics.http import load_http_framework
@@ -48,6 +50,7 @@ from .security.authorizer import AclAuthorizer, AllowAll, Authorizer
 from .security.listener_setup import (ListenerTransport, inter_broker_security, listener_transports,
                                       sasl_server)
 from .server.services import ApiServices
+from .startup_errors import describe_startup_failure, load_config
 from .stats import BrokerTopicStats, ControllerStats, RequestStats
 from .topic_admin import TopicAdmin
 from .topic_configs import TopicConfigResolver
@@ -327,7 +330,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 async def run(config: BrokerConfig, transports: dict[str, ListenerTransport] | None = None,
               inter_broker: ClientSecurity | None = None, quotas: ConnectionQuotas | None = None) -> None:
+    # Kafka's .lock in each log dir, held until the process ends: no other broker uses them
+    # meanwhile, which is what lets the registration end this broker's previous session.
+    locks = lock_log_dirs(config.log_dirs)
     broker = Broker(config, transports=transports, inter_broker=inter_broker, quotas=quotas)
+    if broker.zk_store is not None:
+        broker.zk_store.session_record = SessionRecord(config.log_dirs[0])
     await broker.start()
     print(f"strom broker {broker.broker_id} listening on {broker.describe_listeners()} "
           f"(advertised {broker.advertised.host}:{broker.advertised.port}), "
@@ -340,6 +348,7 @@ async def run(config: BrokerConfig, transports: dict[str, ListenerTransport] | N
     await stop.wait()
     log.info("shutting down")
     await broker.stop()
+    locks.release()
     print("strom broker stopped", flush=True)
 
 
@@ -354,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         overrides[key.strip()] = value.strip()
     try:
-        config = BrokerConfig.load(args.config, overrides)
+        config = load_config(args.config, overrides)
         transports = listener_transports(config)
         inter_broker = inter_broker_security(config)
         quotas = connection_quotas(config)
@@ -362,7 +371,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"strom: {e}", file=sys.stderr)
         return 1
     retain_freed_memory()
-    asyncio.run(run(config, transports, inter_broker, quotas))
+    try:
+        asyncio.run(run(config, transports, inter_broker, quotas))
+    except Exception as e:
+        line = describe_startup_failure(e, config)
+        if line is None:
+            raise
+        print(f"strom: {line}", file=sys.stderr, flush=True)
+        return 1
     return 0
 
 

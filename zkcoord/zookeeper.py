@@ -53,6 +53,7 @@ from .zk_partition_states import PartitionStates
 from .zk_paths import (BrokerRegistration, ControllerRegistration, EndPoint, PartitionState,
                        TopicAssignment, TopicPartition)
 from .zk_producer_ids import allocate_producer_ids
+from .zk_registration import SessionRecord, register_broker
 from .zk_session import ZkSession, split_connect
 from .zk_topic_writes import TopicWrites
 from .zk_users import ZkUsers
@@ -358,21 +359,16 @@ class ZkMetadataStore(MetadataStore):
         return BrokerRegistration(self.broker_id, list(self.endpoints), self.broker.rack,
                                   self.jmx_port)
 
+    # The broker's record of its session in its locked first log dir (set by broker.main.run):
+    # lets a restart end its previous run's session instead of waiting for it to expire.
+    session_record: SessionRecord | None = None
+
     async def _register_broker(self) -> None:
-        """Kafka's checkedEphemeralCreate: NODEEXISTS owned by this very session (a retried
-        create after a dropped connection) is success; owned by another session is fatal."""
+        """Register this broker (zk_registration.register_broker: a previous run's session
+        still holding the id is ended or waited out, in one log line)."""
         path = zp.broker_path(self.broker_id)
-        data = zp.encode_broker(self._registration())
-        try:
-            await self.session.create(path, data, ephemeral=True, makepath=True)
-        except NodeExistsError:
-            got = await self.session.get(path)
-            if got is not None and self.session.is_own_ephemeral(got[1]):
-                return
-            owner = f"0x{got[1].ephemeralOwner:x}" if got is not None else "?"
-            raise BrokerIdInUseError(
-                f"NODEEXISTS: {path} is registered by another live broker (session {owner}); "
-                f"broker.id {self.broker_id} is in use") from None
+        await register_broker(self.session, self.broker_id, path, zp.encode_broker(self._registration()),
+                              self.session_record, self.session_timeout)
         log.info("registered broker %d at %s with endpoints %s", self.broker_id, path,
                  [e.connection_string for e in self.endpoints])
 
