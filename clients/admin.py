@@ -14,7 +14,7 @@ it from inside its own callbacks (there are none today) - that would block its I
 """
 from __future__ import annotations
 
-from typing import Any, Coroutine, Iterable, Mapping, TypeVar
+from typing import Any, Coroutine, Iterable, Literal, Mapping, TypeVar
 
 from clients._loop import LoopThread
 from clients.aio.acl_types import (AccessControlEntry, AclBinding, AclBindingFilter,
@@ -160,6 +160,14 @@ class AdminClient:
     def alter_user_scram_credentials(self,
                                      alterations: Iterable[UserScramCredentialAlteration]) -> None:
         self._run(self._admin.alter_user_scram_credentials(list(alterations)))
+
+    # ------------------------------------------------------------------ leader election
+
+    def elect_leaders(self, election_type: Literal["preferred", "unclean"],
+                      partitions: Iterable[TopicPartition] | None = None,
+                      timeout: float | None = None) -> dict[TopicPartition, Exception | None]:
+        return dict(self._run(self._admin.elect_leaders(
+            election_type, None if partitions is None else list(partitions), timeout)))
 
 
 async def _make(config: Mapping[str, Any] | None, kwargs: dict[str, Any]) -> AsyncAdminClient:

@@ -28,7 +28,8 @@ from . import zk_paths as zp
 from .controller_channels import BrokerChannels
 from .store import TopicConfigChanged
 from .zk_errors import ControllerMovedError, StaleZkVersionError
-from .zk_events import (BrokersChanged, ControllerChanged, IsrChangesNotified, SessionReestablished,
+from .zk_events import (BrokersChanged, ControllerChanged, IsrChangesNotified,
+                        PreferredReplicaElectionRequested, SessionReestablished,
                         TopicDeletionsRequested, TopicModified, TopicsChanged, ZkEvent)
 from .zookeeper import ZkMetadataStore
 
@@ -83,7 +84,29 @@ class _ControlledShutdown:
     answer: "asyncio.Future[list[TopicPartition] | None]"
 
 
-ControllerEvent = Union[ZkEvent, _Elect, _PreferredElection, _UncleanEnabled, _ControlledShutdown]
+# ElectLeaders' election types (Kafka's ElectionType).
+PREFERRED_ELECTION = 0
+UNCLEAN_ELECTION = 1
+# Kafka's error codes of an election result, as ElectLeaders answers them per partition.
+_UNKNOWN_TOPIC_OR_PARTITION = 3
+_PREFERRED_LEADER_NOT_AVAILABLE = 80
+_ELIGIBLE_LEADERS_NOT_AVAILABLE = 83
+_ELECTION_NOT_NEEDED = 84
+
+ElectionResult = tuple[int, "str | None"]      # (error code, message) of one partition
+
+
+@dataclass(frozen=True)
+class _RequestedElection:
+    """An ElectLeaders request (or /admin/preferred_replica_election): `partitions` None
+    means every partition."""
+    election_type: int
+    partitions: "tuple[TopicPartition, ...] | None"
+    answer: "asyncio.Future[dict[TopicPartition, ElectionResult] | None]"
+
+
+ControllerEvent = Union[ZkEvent, _Elect, _PreferredElection, _UncleanEnabled, _ControlledShutdown,
+                        _RequestedElection]
 
 
 class ElectionTimes(Protocol):
@@ -185,6 +208,17 @@ class Controller:
             else:
                 event.answer.set_result(await self._controlled_shutdown(event.broker_id))
             return
+        if isinstance(event, _RequestedElection):
+            try:
+                results = (await self._requested_election(event.election_type, event.partitions)
+                           if self.active else None)
+            except BaseException as e:
+                if not event.answer.done():
+                    event.answer.set_exception(e if isinstance(e, Exception) else asyncio.CancelledError())
+                raise
+            if not event.answer.done():
+                event.answer.set_result(results)
+            return
         if not self.active:
             return
         if isinstance(event, _UncleanEnabled):
@@ -203,6 +237,8 @@ class Controller:
             await self._on_deletions(set(event.topics))
         elif isinstance(event, IsrChangesNotified):
             await self._on_isr_changes()
+        elif isinstance(event, PreferredReplicaElectionRequested):
+            await self._on_preferred_replica_election_znode()
 
     def _stand_down(self) -> None:
         if self.epoch is not None:
@@ -251,6 +287,7 @@ class Controller:
         if pending:
             await self._on_deletions(pending)
         await self._on_isr_changes()
+        await self._on_preferred_replica_election_znode()
         if self.auto_rebalance:
             self._rebalance_task = asyncio.ensure_future(self._rebalance_timer())
 
@@ -276,12 +313,111 @@ class Controller:
         changed = await self._write_states(moves)
         if changed:
             log.info("controller: preferred replica election moved %d leaders", len(changed))
-            self._send_update_metadata(self.live, changed)
-            for b in self.live:
-                tps = [tp for tp in changed if b in self._replicas(tp)]
-                if tps:
-                    self._send_leader_and_isr(b, tps)
+            self._announce(changed)
         return changed
+
+    async def _requested_election(self, election_type: int, partitions: tuple[TopicPartition, ...] | None
+                                  ) -> dict[TopicPartition, ElectionResult]:
+        """Kafka's KafkaController.onReplicaElection for ElectLeaders: per partition, success
+        (0, None) or why not. Preferred: the first replica, if alive and in the ISR.
+        Unclean: only a partition without a live leader, from the ISR if a member is alive,
+        else any live replica (the operator asked for it, whatever the topic's setting)."""
+        results: dict[TopicPartition, ElectionResult] = {}
+        deleting = self.zk.topics_pending_deletion()
+        if partitions is None:
+            pending = [tp for tp in self.states if tp[0] not in deleting]
+        else:
+            pending = []
+            for tp in dict.fromkeys(partitions):
+                if tp in self.states and tp[0] not in deleting:
+                    pending.append(tp)
+                else:
+                    results[tp] = (_UNKNOWN_TOPIC_OR_PARTITION,
+                                   "This server does not host this topic-partition.")
+        started = time.perf_counter()
+        elected: list[TopicPartition] = []
+        for _ in range(3):     # a write that met a newer state is decided again from it
+            updates: dict[TopicPartition, zp.PartitionState] = {}
+            for tp in pending:
+                decided = self._decide_election(election_type, tp)
+                if isinstance(decided, zp.PartitionState):
+                    updates[tp] = decided
+                else:
+                    results[tp] = decided
+            written, stale = await self._write_states_reporting_stale(updates)
+            for tp in written:
+                results[tp] = (0, None)
+                if updates[tp].leader_recovery_state == zp.LEADER_RECOVERY_RECOVERING:
+                    log.warning("controller: UNCLEAN leader election of %s-%d: %d (requested)",
+                                tp[0], tp[1], updates[tp].leader)
+                    self.stats.unclean_elections += 1
+            elected += written
+            pending = stale
+            if not pending:
+                break
+        for tp in pending:
+            results[tp] = (_ELIGIBLE_LEADERS_NOT_AVAILABLE, f"Partition {tp[0]}-{tp[1]} changed while electing")
+        if elected:
+            self.stats.election_ms.observe((time.perf_counter() - started) * 1000.0)
+            log.info("controller: %s leader election moved %d leaders",
+                     "preferred" if election_type == PREFERRED_ELECTION else "unclean", len(elected))
+            self._announce(elected)
+        return results
+
+    def _decide_election(self, election_type: int, tp: TopicPartition) -> zp.PartitionState | ElectionResult:
+        s = self.states[tp].state
+        replicas = self._replicas(tp)
+        name = f"{tp[0]}-{tp[1]}"
+        if election_type == PREFERRED_ELECTION:
+            preferred = replicas[0] if replicas else zp.NO_LEADER
+            if s.leader == preferred and preferred in self.live:
+                return (_ELECTION_NOT_NEEDED, "Leader election not needed for topic partition.")
+            if preferred in self.live and preferred in s.isr and preferred not in self.shutting_down:
+                return zp.PartitionState(preferred, s.leader_epoch + 1, s.isr, self._acting_epoch())
+            return (_PREFERRED_LEADER_NOT_AVAILABLE, f"Failed to elect leader for partition {name} under "
+                    "strategy PreferredReplicaPartitionLeaderElectionStrategy")
+        if s.leader != zp.NO_LEADER and s.leader in self.live:
+            return (_ELECTION_NOT_NEEDED, "Leader election not needed for topic partition.")
+        alive = [r for r in replicas if r in self.live and r not in self.shutting_down]
+        in_sync = [r for r in alive if r in s.isr]
+        if in_sync:
+            return zp.PartitionState(in_sync[0], s.leader_epoch + 1, [r for r in s.isr if r in self.live],
+                                     self._acting_epoch())
+        if alive:
+            return zp.PartitionState(alive[0], s.leader_epoch + 1, [alive[0]], self._acting_epoch(),
+                                     zp.LEADER_RECOVERY_RECOVERING)
+        return (_ELIGIBLE_LEADERS_NOT_AVAILABLE, f"Failed to elect leader for partition {name} under "
+                "strategy OfflinePartitionLeaderElectionStrategy(true)")
+
+    def _announce(self, changed: list[TopicPartition]) -> None:
+        """New partition states to every live broker, LeaderAndIsr to each one's replicas."""
+        self._send_update_metadata(self.live, changed)
+        for b in self.live:
+            tps = [tp for tp in changed if b in self._replicas(tp)]
+            if tps:
+                self._send_leader_and_isr(b, tps)
+
+    async def _on_preferred_replica_election_znode(self) -> None:
+        """/admin/preferred_replica_election (the legacy tool's request): elect, then delete
+        the znode, as Kafka's controller does."""
+        requested = await self.zk.preferred_replica_election()
+        if requested is None:
+            return
+        results = await self._requested_election(PREFERRED_ELECTION, tuple(sorted(requested)))
+        failed = {tp: r for tp, r in results.items() if r[0] not in (0, _ELECTION_NOT_NEEDED)}
+        if failed:
+            log.warning("controller: preferred replica election failed for %s",
+                        ", ".join(f"{t}-{p}" for t, p in sorted(failed)))
+        await self.zk.clear_preferred_replica_election()
+
+    async def elect_leaders(self, election_type: int, partitions: list[TopicPartition] | None
+                            ) -> dict[TopicPartition, ElectionResult] | None:
+        """For the ElectLeaders handler: the result per partition (None: not controller)."""
+        fut: asyncio.Future[dict[TopicPartition, ElectionResult] | None] = \
+            asyncio.get_running_loop().create_future()
+        self.events.put_nowait(_RequestedElection(
+            election_type, tuple(partitions) if partitions is not None else None, fut))
+        return await fut
 
     # ================================================================== state changes
     def _replicas(self, tp: TopicPartition) -> list[int]:
@@ -524,11 +660,7 @@ class Controller:
         changed = set(await self._elect_leaders(led, exclude={broker_id}))
         followed = [tp for tp, ps in self.states.items() if broker_id in ps.state.isr and ps.state.leader != broker_id]
         changed |= set(await self._remove_from_isr(followed, {broker_id}))
-        self._send_update_metadata(self.live, list(changed))
-        for b in self.live:
-            tps = [tp for tp in changed if b in self._replicas(tp)]
-            if tps:
-                self._send_leader_and_isr(b, tps)
+        self._announce(list(changed))
         return [tp for tp, ps in self.states.items() if ps.state.leader == broker_id]
 
     async def controlled_shutdown(self, broker_id: int) -> list[TopicPartition] | None:

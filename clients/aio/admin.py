@@ -939,6 +939,53 @@ class AsyncAdminClient:
                     raise _error(r.error_code, f"user {user}", r.get("error_message"))
         await self._retrying("alter_user_scram_credentials", deadline, attempt)
 
+    # ------------------------------------------------------------------ leader election
+
+    async def elect_leaders(self, election_type: Literal["preferred", "unclean"],
+                            partitions: Iterable[TopicPartition] | None = None,
+                            timeout: float | None = None
+                            ) -> dict[TopicPartition, KafkaError | None]:
+        """ElectLeaders to the controller, as Kafka's Admin.electLeaders: per partition None
+        (elected) or the error why not, e.g. ElectionNotNeededError (the right leader already
+        leads), PreferredLeaderNotAvailableError, EligibleLeadersNotAvailableError,
+        UnknownTopicOrPartitionError. `partitions` None: every partition, and only those
+        elected or failed are in the answer. A request refused as a whole raises (e.g.
+        ClusterAuthorizationFailedError); NOT_CONTROLLER is retried after a metadata refresh."""
+        kind = {"preferred": 0, "unclean": 1}[election_type]
+        asked = None if partitions is None else list(dict.fromkeys(partitions))
+        deadline = self._deadline(timeout)
+        topics: dict[str, list[int]] = {}
+        for tp in asked or ():
+            topics.setdefault(tp.topic, []).append(tp.partition)
+
+        def build(version: int) -> dict:
+            if version == 0 and kind != 0:
+                raise _error(Code.UNSUPPORTED_VERSION, "unclean leader election",
+                             "the broker speaks ElectLeaders v0 only")
+            return {"election_type": kind,
+                    "topic_partitions": None if asked is None else
+                    [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+                    "timeout_ms": int(self._remaining(deadline) * 1000)}
+
+        async def attempt() -> dict[TopicPartition, KafkaError | None]:
+            controller = await self._controller(deadline)
+            resp = await self._send(controller, "ElectLeaders", build, deadline)
+            top = resp.get("error_code", 0)
+            if top in _RETRY_CODES:
+                raise _Retry(_error(top, "leader election"))
+            if top:
+                raise _error(top, "leader election")
+            out: dict[TopicPartition, KafkaError | None] = {}
+            for t in resp.replica_election_results:
+                for r in t.partition_result:
+                    tp = TopicPartition(t.topic, r.partition_id)
+                    if r.error_code in _RETRY_CODES:
+                        raise _Retry(_error(r.error_code, f"partition {tp.topic}-{tp.partition}"))
+                    out[tp] = (_error(r.error_code, f"partition {tp.topic}-{tp.partition}",
+                                      r.get("error_message")) if r.error_code else None)
+            return out
+        return await self._retrying("elect_leaders", deadline, attempt)
+
 
 def _supported(conn: BrokerConnection) -> set[str]:
     """Names of the APIs a connection's broker advertises."""

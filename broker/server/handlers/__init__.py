@@ -1,4 +1,4 @@
 """One module per API family; importing this package registers every handler."""
-from . import (acls, api_versions, configs, controller_requests, coordinator, fetch,  # noqa: F401
+from . import (acls, api_versions, configs, controller_requests, coordinator, elect_leaders, fetch,  # noqa: F401
                groups, metadata, offset_commit, offsets, produce, producer_id, sasl, scram_users,
                topics, transactions, txn_markers)
