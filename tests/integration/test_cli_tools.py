@@ -333,16 +333,15 @@ def test_reset_refused_while_active_then_delete(broker):
 
 def test_unreachable_broker_fails_fast_with_one_line():
     dead = f"127.0.0.1:{free_port()}"
+    refused = f"Connection to node -1 (127.0.0.1/{dead}) could not be established. Broker may not be available."
     start = time.monotonic()
-    line = fails("topics", "--bootstrap-server", dead, "--list", "--command-timeout", "1")
-    assert line.startswith("Error while executing topic command : no broker reachable at " + dead)
-    line = fails("console-producer", "--bootstrap-server", dead, "--topic", "t", stdin=b"x\n",
-                 env={"STROM_CLI_TIMEOUT": "1"})
-    assert line.startswith(f"Error: no broker reachable at {dead} within 1s")
-    line = fails("console-consumer", "--bootstrap-server", dead, "--topic", "t",
-                 env={"STROM_CLI_TIMEOUT": "1"})
-    assert line.startswith(f"Error: no broker reachable at {dead} within 1s")
-    assert time.monotonic() - start < 15
+    line = fails("topics", "--bootstrap-server", dead, "--list")
+    assert line == "Error while executing topic command : " + refused
+    line = fails("console-producer", "--bootstrap-server", dead, "--topic", "t", stdin=b"x\n")
+    assert line == "Error: " + refused
+    line = fails("console-consumer", "--bootstrap-server", dead, "--topic", "t")
+    assert line == "Error: " + refused
+    assert time.monotonic() - start < 6        # three refusals, not three 10 s timeouts
 
 
 def test_bad_flags_and_missing_arguments(broker):
