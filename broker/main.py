@@ -279,7 +279,9 @@ class Broker:
         self.metrics = BrokerMetrics(MetricSources(
             self.broker_id, self.advertised, self.cluster_mode, self.topic_stats, self.request_stats,
             self.replicas, self.fetch_sessions, self.log_manager, self.group_coordinator,
-            self.controller, self.controller_stats, self.servers), host, self.config.metrics_port)
+            self.controller, self.controller_stats, self.servers,
+            zk_session=self.zk_store.session if self.zk_store is not None else None,
+            metadata=self.metadata), host, self.config.metrics_port)
         await self.metrics.start()
 
     async def stop(self) -> None:

@@ -5,6 +5,12 @@ asyncio loop: every request uses kazoo's `*_async` call, whose completion is han
 loop with `call_soon_threadsafe`. A request that meets a dropped connection is retried once
 the client is connected again, until the connection timeout (Kafka's
 retryRequestUntilConnected); reads that must not give up use `read`.
+
+What Kafka reports of its ZooKeeper client is kept here for the broker's metrics to read
+(zkcoord imports no metrics library): the session state in the words of ZooKeeper's client
+(`state`), the connection events SessionExpireListener counts (`disconnects`, `expires`,
+`sync_connects`), and each request's round trip in ms handed to `request_ms` when one is set
+(ZooKeeperClientMetrics' ZooKeeperRequestLatencyMs).
 """
 from __future__ import annotations
 
@@ -12,7 +18,7 @@ import asyncio
 import logging
 import math
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from kazoo.client import KazooClient, TransactionRequest
 from kazoo.exceptions import (ConnectionClosedError, ConnectionLoss, NodeExistsError, NoNodeError,
@@ -27,6 +33,21 @@ log = logging.getLogger("strom.zkcoord")
 
 # Failures after which a request is retried once the client is connected again.
 _RETRIABLE = (ConnectionLoss, SessionExpiredError, OperationTimeoutError)
+
+
+# ZooKeeper's client states (org.apache.zookeeper.ZooKeeper.States), the values of Kafka's
+# SessionExpireListener SessionState gauge, in the order the metrics list them.
+SESSION_STATES = ("NOT_CONNECTED", "CONNECTING", "CONNECTED", "CLOSED")
+# kazoo's session events -> the ZooKeeper client state they leave it in: SUSPENDED is a
+# dropped connection being re-established; LOST is an expired (or closed) session.
+_STATE_OF = {KazooState.CONNECTED: "CONNECTED", KazooState.SUSPENDED: "CONNECTING",
+             KazooState.LOST: "CLOSED"}
+
+
+class RequestTimer(Protocol):
+    """Where request round trips go (the broker's metrics hand in a histogram)."""
+
+    def observe(self, value: float) -> None: ...
 
 
 def split_connect(connect: str) -> tuple[str, str | None]:
@@ -68,6 +89,11 @@ class ZkSession:
         self.connected = asyncio.Event()
         self._client: KazooClient | None = None
         self._on_state: Callable[[str], None] = lambda state: None
+        self.state = "NOT_CONNECTED"
+        self.disconnects = 0        # connections dropped (ZooKeeperDisconnectsPerSec)
+        self.expires = 0            # sessions expired (ZooKeeperExpiresPerSec)
+        self.sync_connects = 0      # connections (re)established (ZooKeeperSyncConnectsPerSec)
+        self.request_ms: RequestTimer | None = None
 
     # ------------------------------------------------------------ lifecycle
 
@@ -78,6 +104,7 @@ class ZkSession:
         self.closing = False
         self.connected = asyncio.Event()
         self._on_state = on_state
+        self.state = "CONNECTING"
         hosts, chroot = split_connect(self.connect)
         if chroot:
             try:
@@ -93,6 +120,7 @@ class ZkSession:
             await asyncio.to_thread(client.start, self.connection_timeout)
         except Exception as e:
             self._client = None
+            self.state = "NOT_CONNECTED"
             raise ZkNotConnectedError(
                 f"cannot connect to ZooKeeper at {self.connect} within "
                 f"{self.connection_timeout:.0f}s: {e}") from e
@@ -107,6 +135,7 @@ class ZkSession:
                 client.close()
             await asyncio.to_thread(close)
         self.connected.clear()
+        self.state = "CLOSED"
 
     @property
     def client(self) -> KazooClient:
@@ -136,17 +165,27 @@ class ZkSession:
     def _state_on_loop(self, state: str) -> None:
         if state == KazooState.CONNECTED:
             self.connected.set()
+            self.sync_connects += 1
         else:
             self.connected.clear()
+            if state == KazooState.SUSPENDED:
+                self.disconnects += 1
+            elif not self.closing:
+                self.expires += 1
+        self.state = _STATE_OF.get(state, self.state)
         self._on_state(state)
 
     # ------------------------------------------------------------ kazoo -> asyncio
 
-    def _future(self, async_result: Any) -> asyncio.Future:
+    def _future(self, async_result: Any, sent: float) -> asyncio.Future:
+        """The request's outcome on the loop; `sent`: its perf_counter() time of sending."""
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
+        timer = self.request_ms
 
-        def resolve(value: Any, exc: BaseException | None) -> None:
+        def resolve(value: Any, exc: BaseException | None, took_ms: float) -> None:
+            if timer is not None:
+                timer.observe(took_ms)
             if fut.done():
                 return
             if exc is not None:
@@ -155,12 +194,13 @@ class ZkSession:
                 fut.set_result(value)
 
         def done(result: Any) -> None:     # kazoo's completion thread
+            took_ms = (time.perf_counter() - sent) * 1000.0
             try:
                 value, exc = result.get_nowait(), None
             except BaseException as e:     # noqa: BLE001 - handed to the awaiting task
                 value, exc = None, e
             try:
-                loop.call_soon_threadsafe(resolve, value, exc)
+                loop.call_soon_threadsafe(resolve, value, exc, took_ms)
             except RuntimeError:
                 pass
 
@@ -187,7 +227,8 @@ class ZkSession:
                 except asyncio.TimeoutError:
                     continue
             try:
-                return await self._future(make())
+                sent = time.perf_counter()
+                return await self._future(make(), sent)
             except _RETRIABLE:
                 if self.closing or time.monotonic() >= deadline:
                     raise

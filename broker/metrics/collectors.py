@@ -11,11 +11,17 @@ find them:
   kafka.network:type=RequestMetrics,name=TotalTimeMs,request=Produce  (a histogram)
       -> kafka_network_requestmetrics_totaltimems{request="Produce",quantile="0.99"}, _count
   kafka.log:type=Log,name=Size,topic=T,partition=P -> kafka_log_log_size{topic,partition}
+  kafka.server:type=ReplicaFetcherManager,name=MaxLag,clientId=Replica
+      -> kafka_server_replicafetchermanager_maxlag{clientId="Replica"}
+
+A Yammer histogram with nothing in its reservoir reports 0 for every percentile (its empty
+Snapshot's getValue), so an idle summary here says 0, never NaN.
 
 Consumer lag is not a Kafka broker MBean; it uses the names of kafka_exporter
 (kafka_consumergroup_lag{consumergroup,topic,partition}), which lag dashboards expect.
 strom's own figures (event-loop lag, GC pauses, a Prometheus-native request histogram) are
-prefixed `strom_`.
+prefixed `strom_`, and so are figures Kafka exposes through no MBean: a log dir's usable and
+total bytes (Kafka reports them only in DescribeLogDirs, KIP-827).
 
 Everything here runs on the broker's event loop and costs O(partitions + groups' committed
 offsets) per scrape; nothing is updated on the hot path.
@@ -23,6 +29,7 @@ offsets) per scrape; nothing is updated on the hot path.
 from __future__ import annotations
 
 import math
+import shutil
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator, Protocol
 
@@ -31,9 +38,11 @@ from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
 from prometheus_client.registry import Collector
 
 from zkcoord.store import BrokerInfo
+from zkcoord.zk_session import SESSION_STATES, ZkSession
 
 from ..group.coordinator import GroupCoordinator
 from ..log import LogManager
+from ..metadata_cache import MetadataCache
 from ..replication.replica_manager import ReplicaManager
 from ..server.fetch_sessions import FetchSessionCache
 from ..server.network import KafkaServer
@@ -61,8 +70,8 @@ def summary_from_histogram(name: str, doc: str, label_names: list[str],
     for values, h in series:
         labels = dict(zip(label_names, values))
         for q in QUANTILES:
-            v = h.quantile(q)
-            m.add_sample(name, {**labels, "quantile": repr(q)}, v * scale if not math.isnan(v) else v)
+            v = h.quantile(q)      # NaN: nothing observed in the window
+            m.add_sample(name, {**labels, "quantile": repr(q)}, 0.0 if math.isnan(v) else v * scale)
         m.add_sample(name + "_count", labels, h.count)
         m.add_sample(name + "_sum", labels, h.sum * scale)
     return m
@@ -91,11 +100,14 @@ class MetricSources:
     controller: Controller | None
     controller_stats: ControllerStats
     servers: list[KafkaServer]          # filled as the listeners start
+    zk_session: ZkSession | None = None     # cluster mode: the metadata store's session
+    metadata: MetadataCache | None = None   # what the controller told this broker (readiness)
 
 
 class Monitors(Protocol):
     loop_lag: LoopLagMonitor
     gc_pauses: GcPauseMonitor
+    zk_request_ms: Histogram
 
 
 class BrokerCollector(Collector):
@@ -110,9 +122,13 @@ class BrokerCollector(Collector):
         yield from self.topic_metrics()
         yield from self.request_metrics()
         yield from self.replica_manager()
+        yield from self.partitions()
+        yield from self.replica_fetcher()
         yield from self.fetch_sessions()
         yield from self.controller()
         yield from self.logs()
+        yield from self.log_dirs()
+        yield from self.zookeeper()
         yield from self.groups()
         yield from self.socket_server()
         yield from self.runtime()
@@ -195,6 +211,49 @@ class BrokerCollector(Collector):
         c.add_metric([], rm.isr_expands)
         yield c
 
+    # ------------------------------------------------------------------ Partition
+    def partitions(self) -> Iterator[Metric]:
+        """Kafka's per-partition gauges, for every replica here: the leader reports them, a
+        follower reports 0 (Kafka's Partition does the same)."""
+        labels = ["topic", "partition"]
+        pre = "kafka_cluster_partition_"
+        fams = {
+            "underreplicated": "1 if this broker leads the partition and its ISR is smaller than its replicas.",
+            "insyncreplicascount": "ISR size, on the leader.",
+            "replicascount": "Replicas assigned, on the leader.",
+            "underminisr": "1 if led here with an ISR below min.insync.replicas.",
+            "atminisr": "1 if led here with an ISR of exactly min.insync.replicas.",
+        }
+        out = {k: GaugeMetricFamily(pre + k, doc, labels=labels) for k, doc in fams.items()}
+        for (topic, index), p in sorted(self.sources.replicas.partitions.items()):
+            lv = [topic, str(index)]
+            isr, replicas, min_isr = (len(p.isr), len(p.replicas), p.min_isr) if p.is_leader else (0, 0, 0)
+            out["underreplicated"].add_metric(lv, int(isr < replicas))
+            out["insyncreplicascount"].add_metric(lv, isr)
+            out["replicascount"].add_metric(lv, replicas)
+            out["underminisr"].add_metric(lv, int(p.is_leader and isr < min_isr))
+            out["atminisr"].add_metric(lv, int(p.is_leader and isr == min_isr))
+        yield from out.values()
+
+    # ------------------------------------------------------------------ ReplicaFetcherManager
+    def replica_fetcher(self) -> Iterator[Metric]:
+        """MaxLag: the largest lag of a partition this broker follows, the lag being the
+        leader's high watermark minus this replica's log end after its latest fetch
+        (Kafka's FetcherLagMetrics); 0 when it follows nothing."""
+        lag = GaugeMetricFamily("kafka_server_fetcherlagmetrics_consumerlag",
+                                "Leader's high watermark minus this follower's log end, per partition.",
+                                labels=["clientId", "topic", "partition"])
+        max_lag = 0
+        for (topic, index), p in sorted(self.sources.replicas.partitions.items()):
+            if p.is_leader:
+                continue
+            lag.add_metric([f"ReplicaFetcherThread-0-{p.leader_id}", topic, str(index)], p.fetch_lag)
+            max_lag = max(max_lag, p.fetch_lag)
+        yield gauge("kafka_server_replicafetchermanager_maxlag",
+                    "Largest lag in messages of a partition this broker follows.", max_lag,
+                    {"clientId": "Replica"})
+        yield lag
+
     # ------------------------------------------------------------------ FetchSessionCache
     def fetch_sessions(self) -> Iterator[Metric]:
         cache = self.sources.fetch_sessions
@@ -253,6 +312,51 @@ class BrokerCollector(Collector):
             end.add_metric(lv, plog.log_end_offset)
             segs.add_metric(lv, len(segments))
         yield from (size, start, end, segs)
+
+    def log_dirs(self) -> Iterator[Metric]:
+        """Each log dir's file system, read at scrape time (a statvfs per dir); a dir that
+        cannot be read has no sample."""
+        labels = ["logDirectory"]
+        usable = GaugeMetricFamily("strom_log_dir_usable_bytes",
+                                   "Bytes free to this broker on the log dir's file system "
+                                   "(DescribeLogDirs' UsableBytes; no Kafka MBean).", labels=labels)
+        total = GaugeMetricFamily("strom_log_dir_total_bytes",
+                                  "Size of the log dir's file system (DescribeLogDirs' TotalBytes).",
+                                  labels=labels)
+        for d in self.sources.log_manager.log_dirs:
+            try:
+                du = shutil.disk_usage(d)
+            except OSError:
+                continue
+            usable.add_metric([d], du.free)
+            total.add_metric([d], du.total)
+        yield from (usable, total)
+
+    # ------------------------------------------------------------------ ZooKeeper client
+    def zookeeper(self) -> Iterator[Metric]:
+        """Kafka's SessionExpireListener and ZooKeeperClientMetrics. SessionState is a string
+        in Kafka (which the JMX exporter cannot export): here one series per state, 1 on the
+        current one."""
+        zk = self.sources.zk_session
+        if zk is None:
+            return
+        pre = "kafka_server_sessionexpirelistener_"
+        state = GaugeMetricFamily(pre + "sessionstate", "ZooKeeper client state (1 on the current one).",
+                                  labels=["state"])
+        for name in SESSION_STATES:
+            state.add_metric([name], int(zk.state == name))
+        yield state
+        for name, doc, n in (("zookeeperdisconnects", "ZooKeeper connections dropped.", zk.disconnects),
+                             ("zookeeperexpires", "ZooKeeper sessions expired.", zk.expires),
+                             ("zookeepersyncconnects", "ZooKeeper connections established.", zk.sync_connects)):
+            c = CounterMetricFamily(pre + name, doc)
+            c.add_metric([], n)
+            yield c
+        if self.monitors is not None:
+            yield summary_from_histogram(
+                "kafka_server_zookeeperclientmetrics_zookeeperrequestlatencyms",
+                "ZooKeeper request round trips in ms, counted since the metrics endpoint started "
+                "(ZooKeeperRequestLatencyMs).", [], [([], self.monitors.zk_request_ms)])
 
     # ------------------------------------------------------------------ groups
     def groups(self) -> Iterator[Metric]:

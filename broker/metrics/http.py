@@ -4,6 +4,9 @@ GET /metrics        Prometheus text (prometheus_client.generate_latest); OpenMet
                     (prometheus_client.openmetrics) when the scraper's Accept asks for
                     `application/openmetrics-text`, as Prometheus does by default
 GET /metrics.json   the same samples as JSON (render.py); ?name=PREFIX (repeatable) filters
+GET /healthz        liveness: 200 "ok" whenever the broker's loop answers
+GET /readyz         readiness (readiness.py): 200 when serving and caught up, else 503; a
+                    JSON body either way, saying why not
 GET /               a one-line index
 HEAD                as GET, without the body; any other method is 405, any other path 404.
 
@@ -26,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import importlib
+import json
 import logging
 import sys
 import time
@@ -40,12 +44,14 @@ from .render import render_json
 if TYPE_CHECKING:
     from aiohttp import web
 
+    from .readiness import ReadinessReport
+
 log = logging.getLogger(__name__)
 
 KEEPALIVE_S = 75.0          # idle keep-alive connections (and silent new ones) close after this
 SHUTDOWN_S = 2.0            # stop() waits this long for scrapes in flight
-INDEX = b"strom broker metrics: /metrics (Prometheus), /metrics.json\n"
-NOT_FOUND = b"not found: try /metrics or /metrics.json\n"
+INDEX = b"strom broker metrics: /metrics (Prometheus), /metrics.json, /healthz, /readyz\n"
+NOT_FOUND = b"not found: try /metrics, /metrics.json, /healthz or /readyz\n"
 
 Encoder = Callable[[Any], bytes]
 
@@ -68,11 +74,15 @@ class _Snapshot:
 
 
 class MetricsHttpServer:
-    def __init__(self, host: str, port: int, collect: Callable[[], list[Metric]], broker_id: int):
+    """`readiness`: what /readyz reports (without it, /readyz is not served)."""
+
+    def __init__(self, host: str, port: int, collect: Callable[[], list[Metric]], broker_id: int,
+                 readiness: Callable[[], ReadinessReport] | None = None):
         self.host = host
         self.port = port
         self.collect = collect
         self.broker_id = broker_id
+        self.readiness = readiness
         self.scrapes = 0
         self._runner: web.AppRunner | None = None
 
@@ -86,7 +96,9 @@ class MetricsHttpServer:
 
         app = web.Application(middlewares=[web.middleware(_policy)])
         app.add_routes([web.get("/metrics", self._metrics), web.get("/metrics.json", self._json),
-                        web.get("/", self._index)])
+                        web.get("/healthz", self._healthz), web.get("/", self._index)])
+        if self.readiness is not None:
+            app.add_routes([web.get("/readyz", self._readyz)])
         runner = web.AppRunner(app, access_log=None, keepalive_timeout=KEEPALIVE_S,
                                shutdown_timeout=SHUTDOWN_S, logger=_ServerLog(log))
         await runner.setup()
@@ -117,6 +129,19 @@ class MetricsHttpServer:
 
     async def _index(self, request: web.Request) -> web.Response:
         return _plain(200, INDEX)
+
+    async def _healthz(self, request: web.Request) -> web.Response:
+        # Answered by the loop itself: a loop held by a long callback does not answer.
+        return _plain(200, b"ok\n")
+
+    async def _readyz(self, request: web.Request) -> web.Response:
+        from aiohttp import web
+
+        assert self.readiness is not None
+        report = self.readiness()
+        return web.Response(status=200 if report.ready else 503,
+                            body=json.dumps(report.as_dict()).encode() + b"\n",
+                            headers={"Content-Type": "application/json", "Cache-Control": "no-store"})
 
 
 def _encoder(accept: str) -> tuple[Encoder, str]:

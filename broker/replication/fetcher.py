@@ -202,6 +202,7 @@ class LeaderFetcher:
                         continue
                     self.manager.topic_stats.replicated_in(p.topic, info.size)
                 self.manager.replicas.follower_appended(p, r.high_watermark)
+                p.fetch_lag = max(0, r.high_watermark - p.log.log_end_offset)
 
     def _delay(self, s: FetchState, code: int) -> None:
         # NOT_LEADER / FENCED / UNKNOWN epoch: the controller's next LeaderAndIsr sorts it out.

@@ -54,6 +54,9 @@ class Partition:
     # counts the replicas of both (Kafka's maximal ISR, KIP-497). One write at a time.
     pending_isr: list[int] | None = None
     epoch_start_offset: int = 0               # log end when this broker became leader of this epoch
+    # Follower side, for the metrics: the leader's high watermark minus this log's end after
+    # the latest fetch (Kafka's FetcherLagMetrics ConsumerLag). Stale on a leader.
+    fetch_lag: int = 0
 
     @property
     def is_leader(self) -> bool:

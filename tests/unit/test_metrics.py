@@ -159,10 +159,10 @@ def fake_broker():
     log = SimpleNamespace(topic="t", partition=0, log_start_offset=5, log_end_offset=42,
                           high_watermark=40, segments=[SimpleNamespace(size=100), SimpleNamespace(size=23)],
                           config=SimpleNamespace(min_insync_replicas=2))
-    led = SimpleNamespace(topic="t", index=0, is_leader=True, isr=[0, 1], replicas=[0, 1, 2],
-                          min_isr=2, log=log)
-    followed = SimpleNamespace(topic="t", index=1, is_leader=False, isr=[1], replicas=[1, 0], min_isr=2,
-                               log=log)
+    led = SimpleNamespace(topic="t", index=0, is_leader=True, leader_id=0, isr=[0, 1], replicas=[0, 1, 2],
+                          min_isr=2, log=log, fetch_lag=0)
+    followed = SimpleNamespace(topic="t", index=1, is_leader=False, leader_id=1, isr=[1], replicas=[1, 0],
+                               min_isr=2, log=log, fetch_lag=7)
     topic_stats = BrokerTopicStats()
     topic_stats.produced("t", 3, 300)
     request_stats = RequestStats()
@@ -188,16 +188,18 @@ def fake_broker():
         fetch_sessions=sessions,
         topic_stats=topic_stats, request_stats=request_stats,
         replicas=SimpleNamespace(partitions={("t", 0): led, ("t", 1): followed}, isr_shrinks=2, isr_expands=1),
-        controller=ctl, controller_stats=ControllerStats(), log_manager=SimpleNamespace(all_logs=lambda: [log]),
+        controller=ctl, controller_stats=ControllerStats(),
+        log_manager=SimpleNamespace(all_logs=lambda: [log], log_dirs=["/", "/no/such/dir"]),
         groups=SimpleNamespace(groups={"g": group},
                                           store=SimpleNamespace(offsets={"g": {("t", 0): committed,
                                                                                ("gone", 0): committed}})),
-        servers=[server])
+        servers=[server], zk_session=None, metadata=None)
 
 
 def collect_text(broker) -> str:
     reg = CollectorRegistry(auto_describe=False)
-    monitors = SimpleNamespace(loop_lag=LoopLagMonitor(), gc_pauses=GcPauseMonitor())
+    monitors = SimpleNamespace(loop_lag=LoopLagMonitor(), gc_pauses=GcPauseMonitor(),
+                               zk_request_ms=Histogram([1, 10, 100]))
     reg.register(BrokerCollector(broker, monitors))
     return generate_latest(reg).decode()
 
