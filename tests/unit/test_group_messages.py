@@ -26,11 +26,11 @@ def _resp(api: Api, msg: dict, version: int) -> bytes:
 # ---------------------------------------------------------------- registry
 
 def test_declared_keys_and_version_ranges() -> None:
-    # Kafka 3.7's ranges for these APIs.
+    # Kafka 3.7's ranges for these APIs; DescribeGroups and ListGroups at Kafka 4.0's.
     expected = {
         10: ("FindCoordinator", 4), 11: ("JoinGroup", 9), 12: ("Heartbeat", 4),
-        13: ("LeaveGroup", 5), 14: ("SyncGroup", 5), 15: ("DescribeGroups", 5),
-        16: ("ListGroups", 4), 8: ("OffsetCommit", 9), 9: ("OffsetFetch", 9),
+        13: ("LeaveGroup", 5), 14: ("SyncGroup", 5), 15: ("DescribeGroups", 6),
+        16: ("ListGroups", 5), 8: ("OffsetCommit", 9), 9: ("OffsetFetch", 9),
         42: ("DeleteGroups", 2), 47: ("OffsetDelete", 0), 17: ("SaslHandshake", 1),
         36: ("SaslAuthenticate", 2), 4: ("LeaderAndIsr", 7), 5: ("StopReplica", 4),
         6: ("UpdateMetadata", 8), 7: ("ControlledShutdown", 3),

@@ -292,12 +292,15 @@ def test_declaration_is_well_formed(api: Api) -> None:
     walk(api.response, f"{api.name}.response")
 
 
-# API key -> (name, Kafka 3.7's version range) for the APIs core.py and admin.py declare;
-# the transaction APIs go to Kafka 4.x's, for transaction version 2 (KIP-890 part 2).
-KAFKA_37_RANGES: dict[int, tuple[str, int, int]] = {
-    0: ("Produce", 0, 12), 1: ("Fetch", 0, 16), 2: ("ListOffsets", 0, 8),
-    3: ("Metadata", 0, 12), 18: ("ApiVersions", 0, 3), 22: ("InitProducerId", 0, 5),
-    23: ("OffsetForLeaderEpoch", 0, 4), 60: ("DescribeCluster", 0, 1),
+# API key -> (name, version range) for the APIs core.py and admin.py declare: Kafka 3.7's,
+# raised to Kafka 4.0's where strom honours the new versions (issue 23: Fetch 17, ListOffsets
+# 10, Metadata 13, ApiVersions 4, DescribeCluster 2, DescribeTopicPartitions); the
+# transaction APIs go to Kafka 4.x's, for transaction version 2 (KIP-890 part 2).
+KAFKA_RANGES: dict[int, tuple[str, int, int]] = {
+    0: ("Produce", 0, 12), 1: ("Fetch", 0, 17), 2: ("ListOffsets", 0, 10),
+    3: ("Metadata", 0, 13), 18: ("ApiVersions", 0, 4), 22: ("InitProducerId", 0, 5),
+    23: ("OffsetForLeaderEpoch", 0, 4), 60: ("DescribeCluster", 0, 2),
+    75: ("DescribeTopicPartitions", 0, 0),
     19: ("CreateTopics", 0, 7), 20: ("DeleteTopics", 0, 6), 21: ("DeleteRecords", 0, 2),
     32: ("DescribeConfigs", 0, 4), 33: ("AlterConfigs", 0, 2), 37: ("CreatePartitions", 0, 3),
     44: ("IncrementalAlterConfigs", 0, 1),
@@ -311,9 +314,9 @@ KAFKA_37_RANGES: dict[int, tuple[str, int, int]] = {
 }
 
 
-@pytest.mark.parametrize("key", sorted(KAFKA_37_RANGES))
-def test_core_and_admin_apis_declared_with_kafka_37_versions(key: int) -> None:
-    name, lo, hi = KAFKA_37_RANGES[key]
+@pytest.mark.parametrize("key", sorted(KAFKA_RANGES))
+def test_core_and_admin_apis_declared_with_kafka_versions(key: int) -> None:
+    name, lo, hi = KAFKA_RANGES[key]
     api = API_BY_KEY[key]
     assert (api.name, api.min_version, api.max_version) == (name, lo, hi)
 

@@ -14,14 +14,17 @@ TRANSACTION_VERSION = 2
 FINALIZED_FEATURES_EPOCH = 1
 
 
-@handles("ApiVersions", (0, 3))
+@handles("ApiVersions", (0, 4))
 def api_versions(services: object, request, ctx: RequestContext) -> dict:
+    # KAFKA-17011: Java clients before 3.9 (ApiVersions v3) refuse a supported feature whose
+    # min version is 0, so Kafka tells them 1; v4 askers get the true range.
+    min_supported = 0 if ctx.version >= 4 else 1
     return {
         "error_code": 0,
         "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi}
                      for k, lo, hi in advertised_versions()],
         "throttle_time_ms": 0,
-        "supported_features": [{"name": "transaction.version", "min_version": 0,
+        "supported_features": [{"name": "transaction.version", "min_version": min_supported,
                                 "max_version": TRANSACTION_VERSION}],
         "finalized_features_epoch": FINALIZED_FEATURES_EPOCH,
         "finalized_features": [{"name": "transaction.version",

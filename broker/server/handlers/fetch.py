@@ -190,7 +190,7 @@ def _error_entry(partition: int, code: int, aborted: list | None) -> dict:
             "preferred_read_replica": -1, "records": b""}
 
 
-@handles("Fetch", (0, 16))
+@handles("Fetch", (0, 17))
 def fetch(services: FetchServices, request, ctx: RequestContext
           ) -> dict | Coroutine[Any, Any, dict]:
     v = ctx.version

@@ -12,9 +12,13 @@ from clients.protocol.acl import AclOperation, ResourceType
 from clients.protocol.errors import Code
 
 from ...group.coordinator import GroupCoordinator
+from ...group.state import DEAD
 from ...security.authorizer import Authorizer
 from ..authz import authorized, authorized_operations, cluster_authorized
 from ..dispatch import RequestContext, handles
+
+
+CLASSIC_GROUP_TYPE = "classic"   # Kafka's GroupType of JoinGroup/SyncGroup groups
 
 
 class GroupServices(Protocol):
@@ -90,7 +94,7 @@ def leave_group(services: GroupServices, request, ctx: RequestContext) -> dict:
                         for (m, i), e in zip(leaving, results)]}
 
 
-@handles("DescribeGroups", (0, 5))
+@handles("DescribeGroups", (0, 6))
 def describe_groups(services: GroupServices, request, ctx: RequestContext) -> dict:
     with_ops = ctx.version >= 3 and request.include_authorized_operations
     out = []
@@ -100,16 +104,22 @@ def describe_groups(services: GroupServices, request, ctx: RequestContext) -> di
                         "protocol_type": "", "protocol_data": "", "members": []})
             continue
         described = services.groups.describe(g)
+        if ctx.version >= 6 and described["error_code"] == 0 and described["group_state"] == DEAD:
+            described.update(error_code=Code.GROUP_ID_NOT_FOUND, error_message=f"Group {g} not found.")
         if with_ops and described["error_code"] == 0:
             described["authorized_operations"] = authorized_operations(services, ctx, ResourceType.GROUP, g)
         out.append(described)
     return {"throttle_time_ms": 0, "groups": out}
 
 
-@handles("ListGroups", (0, 4))
+@handles("ListGroups", (0, 5))
 def list_groups(services: GroupServices, request, ctx: RequestContext) -> dict:
     states = set(request.states_filter) if ctx.version >= 4 else set()
-    groups = services.groups.list_groups(states)
+    types = {t.lower() for t in request.types_filter} if ctx.version >= 5 else set()
+    # Every group here is a classic one (JoinGroup/SyncGroup); KIP-848's are not served.
+    groups = [] if types and CLASSIC_GROUP_TYPE not in types else services.groups.list_groups(states)
+    for g in groups:
+        g["group_type"] = CLASSIC_GROUP_TYPE
     if services.authorizer.enabled and not cluster_authorized(services, ctx, AclOperation.DESCRIBE):
         groups = [g for g in groups
                   if authorized(services, ctx, AclOperation.DESCRIBE, ResourceType.GROUP, g["group_id"])]

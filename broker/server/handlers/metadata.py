@@ -36,20 +36,22 @@ def _brokers(services: MetadataServices, ctx: RequestContext) -> list[dict]:
             for b in services.metadata.alive_brokers(ctx.conn.listener)]
 
 
-def _partition_entries(services: MetadataServices, meta) -> list[dict]:
-    out = []
-    for index in sorted(meta.partitions):
-        info = services.metadata.partition(meta.name, index)
-        if info is None or info.leader < 0:
-            out.append({"error_code": Code.LEADER_NOT_AVAILABLE, "partition_index": index,
-                        "leader_id": -1, "leader_epoch": info.leader_epoch if info else -1,
-                        "replica_nodes": meta.partitions[index], "isr_nodes": info.isr if info else [],
-                        "offline_replicas": info.offline if info else []})
-            continue
-        out.append({"error_code": 0, "partition_index": index, "leader_id": info.leader,
-                    "leader_epoch": info.leader_epoch, "replica_nodes": info.replicas,
-                    "isr_nodes": info.isr, "offline_replicas": info.offline})
-    return out
+def partition_entry(metadata: MetadataCache, meta: TopicMetadata, index: int) -> dict:
+    """One partition as Metadata (and DescribeTopicPartitions) describe it: LEADER_NOT_AVAILABLE
+    while it has no leader."""
+    info = metadata.partition(meta.name, index)
+    if info is None or info.leader < 0:
+        return {"error_code": Code.LEADER_NOT_AVAILABLE, "partition_index": index,
+                "leader_id": -1, "leader_epoch": info.leader_epoch if info else -1,
+                "replica_nodes": meta.partitions[index], "isr_nodes": info.isr if info else [],
+                "offline_replicas": info.offline if info else []}
+    return {"error_code": 0, "partition_index": index, "leader_id": info.leader,
+            "leader_epoch": info.leader_epoch, "replica_nodes": info.replicas,
+            "isr_nodes": info.isr, "offline_replicas": info.offline}
+
+
+def _partition_entries(services: MetadataServices, meta: TopicMetadata) -> list[dict]:
+    return [partition_entry(services.metadata, meta, index) for index in sorted(meta.partitions)]
 
 
 def _topic_entry(services: MetadataServices, meta) -> dict:
@@ -67,7 +69,7 @@ async def _first_metadata(services: MetadataServices) -> None:
         await services.metadata.wait_for_controller(CONTROLLER_WAIT_S)
 
 
-@handles("Metadata", (0, 12))
+@handles("Metadata", (0, 13))
 async def metadata(services: MetadataServices, request, ctx: RequestContext) -> dict:
     """Topics the principal may Describe (Kafka's handleTopicMetadataRequest): a request for
     every topic lists only those; a named one it may not describe is answered
@@ -101,6 +103,7 @@ async def metadata(services: MetadataServices, request, ctx: RequestContext) -> 
         "controller_id": services.metadata.controller_id,
         "topics": [entry for entry, _ in listed],
         "cluster_authorized_operations": cluster_ops,
+        "error_code": 0,
     }
 
 
@@ -165,7 +168,7 @@ def _cluster_operations(services: MetadataServices, ctx: RequestContext) -> int:
     return authorized_operations(services, ctx, ResourceType.CLUSTER, CLUSTER_NAME)
 
 
-@handles("DescribeCluster", (0, 1))
+@handles("DescribeCluster", (0, 2))
 async def describe_cluster(services: MetadataServices, request, ctx: RequestContext) -> dict:
     await _first_metadata(services)
     if ctx.version >= 1 and request.endpoint_type not in (1,):
@@ -177,7 +180,9 @@ async def describe_cluster(services: MetadataServices, request, ctx: RequestCont
         "throttle_time_ms": 0, "error_code": 0, "error_message": None, "endpoint_type": 1,
         "cluster_id": services.store.cluster_id,
         "controller_id": services.metadata.controller_id,
-        "brokers": [{"broker_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
+        # ZooKeeper mode has no fenced brokers (KIP-1073): the registered ones are all live.
+        "brokers": [{"broker_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack,
+                     "is_fenced": False}
                     for b in services.metadata.alive_brokers(ctx.conn.listener)],
         "cluster_authorized_operations": (_cluster_operations(services, ctx)
                                           if request.include_cluster_authorized_operations

@@ -47,7 +47,9 @@ def _lookup(p, timestamp: int, isolation: int, replica_id: int = -1) -> tuple[in
     log = p.log
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return log.log_start_offset, -1, p.leader_epoch
-    if timestamp in (LATEST, LATEST_TIERED):
+    if timestamp == LATEST_TIERED:
+        return -1, -1, -1       # Kafka without remote storage: nothing is tiered
+    if timestamp == LATEST:
         if replica_id >= 0:
             return log.log_end_offset, -1, p.leader_epoch     # a follower may see past the HW
         return p.last_offset_for(isolation), -1, p.leader_epoch
@@ -63,7 +65,7 @@ def _lookup(p, timestamp: int, isolation: int, replica_id: int = -1) -> tuple[in
     return offset, ts, epoch
 
 
-@handles("ListOffsets", (0, 8))
+@handles("ListOffsets", (0, 10))
 def list_offsets(services: OffsetServices, request, ctx: RequestContext) -> dict:
     v = ctx.version
     isolation = request.isolation_level if v >= 2 else 0

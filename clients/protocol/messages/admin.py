@@ -609,6 +609,48 @@ ListPartitionReassignments = Api(
     ],
 )
 
+# KIP-966: describes topics as Metadata does, a page of partitions at a time (Kafka 3.8+
+# clients' describeTopics). ELR fields belong to KRaft's eligible leader replicas.
+DESCRIBE_TOPIC_PARTITIONS_CURSOR = (
+    F("topic_name", "string"),
+    F("partition_index", "int32"),
+)
+
+DescribeTopicPartitions = Api(
+    key=75, name="DescribeTopicPartitions", valid=(0, 0), flexible=0,
+    request=[
+        F("topics", [
+            F("name", "string"),
+        ]),
+        F("response_partition_limit", "int32", default=2000),
+        F("cursor", DESCRIBE_TOPIC_PARTITIONS_CURSOR, nullable="0+", default=NULL,
+          about="null: from the first topic's first partition"),
+    ],
+    response=[
+        F("throttle_time_ms", "int32"),
+        F("topics", [
+            F("error_code", "int16"),
+            F("name", "string", nullable="0+"),
+            F("topic_id", "uuid"),
+            F("is_internal", "bool"),
+            F("partitions", [
+                F("error_code", "int16"),
+                F("partition_index", "int32"),
+                F("leader_id", "int32"),
+                F("leader_epoch", "int32", default=-1),
+                F("replica_nodes", "[]int32"),
+                F("isr_nodes", "[]int32"),
+                F("eligible_leader_replicas", "[]int32", nullable="0+", default=NULL),
+                F("last_known_elr", "[]int32", nullable="0+", default=NULL),
+                F("offline_replicas", "[]int32"),
+            ]),
+            F("topic_authorized_operations", "int32", default=-2147483648),
+        ]),
+        F("next_cursor", DESCRIBE_TOPIC_PARTITIONS_CURSOR, nullable="0+", default=NULL,
+          about="null: nothing left"),
+    ],
+)
+
 DescribeUserScramCredentials = Api(
     key=50, name="DescribeUserScramCredentials", valid=(0, 0), flexible=0,
     request=[
@@ -664,5 +706,5 @@ APIS: list[Api] = [
     DescribeProducers, DescribeTransactions, ListTransactions,
     CreateAcls, DescribeAcls, DeleteAcls,
     DescribeLogDirs, ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments,
-    DescribeUserScramCredentials, AlterUserScramCredentials,
+    DescribeTopicPartitions, DescribeUserScramCredentials, AlterUserScramCredentials,
 ]

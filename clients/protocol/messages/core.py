@@ -1,13 +1,15 @@
 """Core data-path APIs: ApiVersions, Metadata, Produce, Fetch, ListOffsets, ...
 
 Declared from Kafka's message specs (clients/src/main/resources/common/message/*.json), up to
-the versions Kafka 3.7 speaks. Sub-fields that exist whenever their parent does keep the
+the versions Kafka 4.0 speaks where strom honours them. Sub-fields that exist whenever their parent does keep the
 default versions="0+": a sub-struct is only encoded in versions where its parent exists.
 """
 from ..schema import Api, F, NULL
 
 ApiVersions = Api(
-    key=18, name="ApiVersions", valid=(0, 3), flexible=3,
+    # v4: same layout; a feature whose min version is 0 may be told as 0 (KAFKA-17011: Java
+    # clients before 3.9 cannot read a 0 there, so a v3 answer says 1).
+    key=18, name="ApiVersions", valid=(0, 4), flexible=3,
     request=[
         F("client_software_name", "string", versions="3+"),
         F("client_software_version", "string", versions="3+"),
@@ -39,7 +41,9 @@ ApiVersions = Api(
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 
 Metadata = Api(
-    key=3, name="Metadata", valid=(0, 12), flexible=9,
+    # v13: a top-level error code (KIP-1102's REBOOTSTRAP_REQUIRED; 0 from a broker that
+    # answers at all).
+    key=3, name="Metadata", valid=(0, 13), flexible=9,
     request=[
         # v0: an empty array means all topics; v1+: null means all topics, empty means none.
         F("topics", [
@@ -79,6 +83,7 @@ Metadata = Api(
         ]),
         F("cluster_authorized_operations", "int32", versions="8-10",
           default=AUTHORIZED_OPERATIONS_OMITTED),
+        F("error_code", "int16", versions="13+"),
     ],
 )
 
@@ -129,7 +134,8 @@ Produce = Api(
 )
 
 Fetch = Api(
-    key=1, name="Fetch", valid=(0, 16), flexible=12,
+    # v17 (KIP-853): a follower may name its log directory; the response is v16's.
+    key=1, name="Fetch", valid=(0, 17), flexible=12,
     request=[
         F("cluster_id", "string", versions="12+", nullable="12+", default=NULL, tag=0),
         F("replica_id", "int32", versions="0-14", default=-1),
@@ -153,6 +159,7 @@ Fetch = Api(
                 F("last_fetched_epoch", "int32", versions="12+", default=-1),
                 F("log_start_offset", "int64", versions="5+", default=-1),
                 F("partition_max_bytes", "int32"),
+                F("replica_directory_id", "uuid", versions="17+", tag=0),
             ]),
         ]),
         F("forgotten_topics_data", [
@@ -205,7 +212,9 @@ Fetch = Api(
 )
 
 ListOffsets = Api(
-    key=2, name="ListOffsets", valid=(0, 8), flexible=6,
+    # v7: -3 max timestamp; v8: -4 earliest local; v9: -5 latest tiered (KIP-1005); v10: a
+    # timeout for reads from remote storage (KIP-1075). The responses keep v6's layout.
+    key=2, name="ListOffsets", valid=(0, 10), flexible=6,
     request=[
         F("replica_id", "int32"),
         F("isolation_level", "int8", versions="2+"),
@@ -218,6 +227,7 @@ ListOffsets = Api(
                 F("max_num_offsets", "int32", versions="0", default=1),
             ]),
         ]),
+        F("timeout_ms", "int32", versions="10+"),
     ],
     response=[
         F("throttle_time_ms", "int32", versions="2+"),
@@ -280,10 +290,11 @@ InitProducerId = Api(
 )
 
 DescribeCluster = Api(
-    key=60, name="DescribeCluster", valid=(0, 1), flexible=0,
+    key=60, name="DescribeCluster", valid=(0, 2), flexible=0,
     request=[
         F("include_cluster_authorized_operations", "bool"),
         F("endpoint_type", "int8", versions="1+", default=1, about="1=brokers, 2=controllers"),
+        F("include_fenced_brokers", "bool", versions="2+"),
     ],
     response=[
         F("throttle_time_ms", "int32"),
@@ -297,6 +308,7 @@ DescribeCluster = Api(
             F("host", "string"),
             F("port", "int32"),
             F("rack", "string", nullable="0+", default=NULL),
+            F("is_fenced", "bool", versions="2+"),
         ]),
         F("cluster_authorized_operations", "int32", default=AUTHORIZED_OPERATIONS_OMITTED),
     ],

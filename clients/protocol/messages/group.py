@@ -135,7 +135,8 @@ SyncGroup = Api(
 )
 
 DescribeGroups = Api(
-    key=15, name="DescribeGroups", valid=(0, 5), flexible=5,
+    # v6 (KIP-1043): an unknown group is GROUP_ID_NOT_FOUND with a message, not a Dead group.
+    key=15, name="DescribeGroups", valid=(0, 6), flexible=5,
     request=[
         F("groups", "[]string"),
         F("include_authorized_operations", "bool", versions="3+"),
@@ -144,6 +145,7 @@ DescribeGroups = Api(
         F("throttle_time_ms", "int32", versions="1+"),
         F("groups", [
             F("error_code", "int16"),
+            F("error_message", "string", versions="6+", nullable="6+", default=NULL),
             F("group_id", "string"),
             F("group_state", "string"),
             F("protocol_type", "string"),
@@ -164,10 +166,12 @@ DescribeGroups = Api(
 )
 
 ListGroups = Api(
-    key=16, name="ListGroups", valid=(0, 4), flexible=3,
+    # v5 (KIP-848): filter and tell the group type (classic, consumer, share, streams).
+    key=16, name="ListGroups", valid=(0, 5), flexible=3,
     request=[
         # Empty: every group, with its state.
         F("states_filter", "[]string", versions="4+"),
+        F("types_filter", "[]string", versions="5+"),
     ],
     response=[
         F("throttle_time_ms", "int32", versions="1+"),
@@ -176,6 +180,7 @@ ListGroups = Api(
             F("group_id", "string"),
             F("protocol_type", "string"),
             F("group_state", "string", versions="4+"),
+            F("group_type", "string", versions="5+"),
         ]),
     ],
 )
