@@ -126,18 +126,44 @@ def validate_leader_batches(batches: Batches, config: LogConfig, now_ms: int,
                     f"[{lower}, {upper}]")
 
 
+# InvalidRecordError is built by the error table, so mypy cannot see it as a class.
+class RecordValidationError(InvalidRecordError):  # type: ignore[valid-type,misc]
+    """INVALID_RECORD naming the records at fault (KIP-467, Kafka's
+    RecordValidationException): `record_errors` holds (index of the record in the record
+    set, why), so a client can tell the bad records from the good ones of the batch, which
+    is refused whole."""
+
+    def __init__(self, message: str, record_errors: list[tuple[int, str]]):
+        super().__init__(message)
+        self.record_errors = record_errors
+
+
+# Kafka's LogValidator names at most this many record errors in the error message.
+_NAMED_IN_MESSAGE = 3
+
+
 def validate_record_keys(buf: memoryview, batches: Batches, partition: str) -> None:
     """A compacted topic accepts only records with a key (control batches aside); the
-    batches were framed and CRC-checked by scan_batches."""
+    batches were framed and CRC-checked by scan_batches. Every keyless record is named
+    (RecordValidationError), as Kafka's LogValidator does."""
+    errors: list[tuple[int, str]] = []
+    index = 0       # of the record in the record set (Kafka: in its one batch)
     for pos, h in batches:
         if h.is_control:
+            index += h.records_count
             continue
         for batch in iter_batches(buf[pos:pos + h.total_size], verify_crc=False):
             for rec in batch.records:
                 if rec.key is None:
-                    raise InvalidRecordError(
-                        f"Compacted topic cannot accept message without key in topic "
-                        f"partition {partition}.")
+                    errors.append((index, "Compacted topic cannot accept message without key "
+                                          f"in topic partition {partition}."))
+                index += 1
+    if errors:
+        shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')"
+                          for i, m in errors[:_NAMED_IN_MESSAGE])
+        raise RecordValidationError(
+            f"One or more records have been rejected due to {len(errors)} record errors in "
+            f"total, and only showing the first three errors at most: [{shown}]", errors)
 
 
 def validate_follower_batches(batches: Batches, log_end_offset: int) -> None:

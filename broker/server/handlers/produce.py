@@ -23,6 +23,7 @@ from clients.protocol.batch_header import (ATTRIBUTES_OFFSET, HEADER_SIZE, MAGIC
 from clients.protocol.errors import Code, KafkaError, UnsupportedForMessageFormatError, for_code
 
 from ...config import BrokerConfig
+from ...log.validation import RecordValidationError
 from ...metadata_cache import MetadataCache
 from ...security.authorizer import Authorizer
 from ...stats import BrokerTopicStats
@@ -166,6 +167,9 @@ def _append(services: ProduceServices, topic: str, index: int, records: Any, ack
     except KafkaError as e:
         entry["error_code"] = e.code
         entry["error_message"] = e.message
+        if isinstance(e, RecordValidationError):
+            entry["record_errors"] = [{"batch_index": i, "batch_index_error_message": m}
+                                      for i, m in e.record_errors]
         level = _LOGGED_ERRORS.get(e.code)
         if level is not None:
             log.log(level, "Error processing append operation on partition %s-%d: %s: %s",
