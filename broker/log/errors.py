@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from clients.protocol.errors import (  # noqa: F401  (re-exported)
     CorruptMessageError, DuplicateSequenceNumberError, InvalidProducerEpochError, InvalidRecordError,
-    InvalidTimestampError, InvalidTxnStateError, KafkaError, KafkaStorageErrorError, MessageTooLargeError,
+    InvalidTimestampError, InvalidTxnStateError, KafkaError, KafkaStorageErrorError, LogDirNotFoundError,
+    MessageTooLargeError,
     OffsetOutOfRangeError, OutOfOrderSequenceNumberError, RecordListTooLargeError,
     TransactionCoordinatorFencedError, UnsupportedForMessageFormatError)
 

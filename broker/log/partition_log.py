@@ -35,11 +35,12 @@ recompress.decompression_budget).
 """
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import struct
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable, TypeVar, cast
 
 from clients.protocol.records import read_control_marker
 from clients.protocol.batch_header import (ATTRIBUTES_OFFSET, TIMESTAMP_TYPE_LOG_APPEND,
@@ -48,7 +49,7 @@ from clients.protocol.batch_header import (ATTRIBUTES_OFFSET, TIMESTAMP_TYPE_LOG
 
 from . import checkpoints
 from .config import LogConfig
-from .errors import OffsetOutOfRangeError, RecordListTooLargeError
+from .errors import KafkaStorageError, OffsetOutOfRangeError, RecordListTooLargeError
 from .leader_epoch import LeaderEpochCache
 from .local_log import FetchDataInfo, LocalLog, LogOffsetMetadata
 from .log_loader import aborted_entry, batch_epochs, rebuild_producer_state
@@ -72,6 +73,25 @@ _INT16 = struct.Struct(">h")
 _INT64 = struct.Struct(">q")
 
 log = logging.getLogger(__name__)
+
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def _storage_guarded(method: _Method) -> _Method:
+    """Kafka's maybeHandleIOException: an I/O error of the log's disk reports the log as
+    failed (`on_io_error`: its owner takes the whole log dir offline) and reaches the caller
+    as KafkaStorageError (code 56, retriable: clients look for the partition elsewhere)."""
+    @functools.wraps(method)
+    def guarded(self: "PartitionLog", *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except KafkaStorageError as e:
+            self._io_failed(e)
+            raise
+        except OSError as e:
+            self._io_failed(e)
+            raise KafkaStorageError(f"{self.name}: {e}") from e
+    return cast(_Method, guarded)
 
 
 @dataclass(slots=True)
@@ -114,6 +134,13 @@ class PartitionLog:
         # Called after the recovery point (or the first dirty offset) moved backwards
         # (truncation) so the owner can rewrite its checkpoints before more data lands.
         self.on_recovery_point_lowered: Callable[[PartitionLog], None] | None = None
+        # Called with the error when a read or write of this log's files failed (the disk,
+        # not the data): its log manager takes the log dir offline (Kafka's
+        # LogDirFailureChannel). Called again by nested calls: the handler is idempotent.
+        self.on_io_error: Callable[[PartitionLog, BaseException], None] | None = None
+        # Called with the new log end after a truncation (a future copy of this log in
+        # another dir must drop the same tail: see dir_mover).
+        self.on_truncated: Callable[[PartitionLog, int], None] | None = None
         os.makedirs(dir, exist_ok=True)
         self.leader_epochs = LeaderEpochCache(os.path.join(dir, checkpoints.LEADER_EPOCH_FILE),
                                               fsync_later)
@@ -219,6 +246,7 @@ class PartitionLog:
         return self.leader_epochs.latest_epoch
 
     # =================================================================== appends
+    @_storage_guarded
     def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int,
                          now_ms: int | None = None, origin: str = ORIGIN_CLIENT) -> AppendInfo:
         """Validate a produce record set by its batch headers, assign offsets from the log
@@ -296,6 +324,7 @@ class PartitionLog:
         return AppendInfo(first_offset, last_offset, now if log_append else -1,
                           self.log_start_offset, count, max_ts, len(buf))
 
+    @_storage_guarded
     def append_as_follower(self, records: bytes | bytearray | memoryview,
                            now_ms: int | None = None) -> AppendInfo:
         """Append batches fetched from the leader with the leader's offsets and epochs.
@@ -328,6 +357,10 @@ class PartitionLog:
         self._maybe_flush()
         return AppendInfo(first, last, -1, self.log_start_offset,
                           sum(h.records_count for _, h in batches), max_ts, end)
+
+    def _io_failed(self, error: BaseException) -> None:
+        if self.on_io_error is not None:
+            self.on_io_error(self, error)
 
     def _index_aborted(self, completed: list[CompletedTxn]) -> None:
         """Index the aborted ones in the active segment, which holds their markers now."""
@@ -366,6 +399,7 @@ class PartitionLog:
         if local.log_end_offset - local.recovery_point >= self.config.flush_messages:
             local.flush()
 
+    @_storage_guarded
     def roll(self, now_ms: int | None = None, base_offset: int | None = None) -> LogSegment:
         """Start a new active segment at the log end (or at `base_offset` if beyond it)."""
         local = self.local_log
@@ -381,6 +415,7 @@ class PartitionLog:
         return seg
 
     # =================================================================== reads
+    @_storage_guarded
     def read(self, offset: int, max_bytes: int, max_offset: int | None = None,
              min_one_batch: bool = True) -> FetchDataInfo:
         """File regions of whole batches starting with the batch that contains `offset`.
@@ -447,11 +482,13 @@ class PartitionLog:
         return self.leader_epochs.end_offset_for(leader_epoch, self.local_log.log_end_offset)
 
     # =================================================================== durability
+    @_storage_guarded
     def flush(self, up_to: int | None = None) -> None:
         """fsync the segments holding offsets [recovery point, up_to) (default: the log end)
         and move the recovery point there."""
         self.local_log.flush(up_to)
 
+    @_storage_guarded
     def take_producer_snapshot(self) -> None:
         """Snapshot the producer state at the log end. Snapshots at segment boundaries are
         kept (a truncation falls back to them); older ones inside the active segment go."""
@@ -476,6 +513,7 @@ class PartitionLog:
         self.local_log.update_config(config)
 
     # =================================================================== truncation
+    @_storage_guarded
     def truncate_to(self, offset: int) -> bool:
         """Drop every batch holding an offset >= `offset` (a batch containing `offset` goes
         whole, so the log end becomes its base offset). False if nothing was beyond."""
@@ -496,8 +534,11 @@ class PartitionLog:
         dirty_lowered = self._lower_first_dirty_offset(leo)
         if not self._lower_recovery_point(leo) and dirty_lowered:
             self._notify_checkpoint()
+        if self.on_truncated is not None:
+            self.on_truncated(self, leo)
         return True
 
+    @_storage_guarded
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and restart the log empty at `offset`."""
         self.local_log.truncate_fully_and_start_at(offset)
@@ -508,6 +549,8 @@ class PartitionLog:
         self.producers.map_end_offset = offset
         self._lower_first_dirty_offset(offset)
         self._lower_recovery_point(offset, force=True)
+        if self.on_truncated is not None:
+            self.on_truncated(self, offset)
 
     def _lower_recovery_point(self, offset: int, force: bool = False) -> bool:
         if force or offset < self.local_log.recovery_point:
@@ -527,6 +570,7 @@ class PartitionLog:
             self.on_recovery_point_lowered(self)
 
     # =================================================================== compaction
+    @_storage_guarded
     def replace_segments(self, new: LogSegment, old: list[LogSegment]) -> None:
         """Swap `new`, a cleaned segment written with the `.cleaned` suffix and fsynced, in
         for `old`, contiguous non-active segments of this log starting at new's base offset
@@ -535,6 +579,7 @@ class PartitionLog:
         self.local_log.replace_segments(new, old)
 
     # =================================================================== deletion / retention
+    @_storage_guarded
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: move the log start to `offset` (-1: the high watermark), delete the
         segments wholly below it; returns the new log start. Beyond the high watermark:
@@ -551,6 +596,7 @@ class PartitionLog:
             self._delete_oldest(lambda seg, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset)
         return self.log_start_offset
 
+    @_storage_guarded
     def delete_retention_segments(self, now_ms: int) -> int:
         """Delete the oldest segments that are wholly below the log start, older than
         retention.ms (largest timestamp) or beyond retention.bytes; returns how many.

@@ -68,6 +68,11 @@ ORIGIN_COORDINATOR = "coordinator"
 ORIGIN_REPLICATION = "replication"
 
 SNAPSHOT_SUFFIX = ".snapshot"
+
+
+def snapshot_file_name(offset: int) -> str:
+    """The name of the producer state snapshot taken at `offset`."""
+    return f"{offset:020d}{SNAPSHOT_SUFFIX}"
 _SNAPSHOT_VERSION = 1
 
 log = logging.getLogger(__name__)
@@ -348,7 +353,7 @@ class ProducerStateManager:
     # ----------------------------------------------------------------- snapshots
     def _snapshot_path(self, offset: int) -> str:
         assert self.dir is not None
-        return os.path.join(self.dir, f"{offset:020d}{SNAPSHOT_SUFFIX}")
+        return os.path.join(self.dir, snapshot_file_name(offset))
 
     def snapshot_offsets(self) -> list[int]:
         if self.dir is None:

@@ -25,6 +25,7 @@ the page cache; `flush` fsyncs.
 from __future__ import annotations
 
 import io
+import logging
 import os
 import struct
 import time
@@ -52,6 +53,8 @@ MAGIC = 2
 _MIN_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 _LENGTH = struct.Struct(">i")
 _RECOVERY_CHUNK = 1 << 20
+
+log = logging.getLogger(__name__)
 
 
 def segment_name(base_offset: int) -> str:
@@ -510,7 +513,11 @@ class SegmentDeleter:
         if due:
             self._pending = [(t, s) for t, s in self._pending if t > now]
             for seg in due:
-                seg.delete_files()
+                try:
+                    seg.delete_files()
+                except OSError as e:
+                    # A failed log dir: its files stay until an operator replaces the disk.
+                    log.warning("cannot delete %s: %s", seg.log_path, e)
         return len(due)
 
     def run_all(self) -> int:
