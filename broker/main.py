@@ -12,7 +12,7 @@ import logging
 import signal
 import sys
 import time
-from typing import Callable
+from typing import Callable, cast
 
 from clients.aio.security import ClientSecurity
 from clients.protocol.messages import API_BY_NAME
@@ -21,6 +21,7 @@ from zkcoord.local import LocalMetadataStore
 from zkcoord.store import AclsChanged, BrokerInfo, LeaderAndIsr, MetadataStore
 from zkcoord.zk_registration import SessionRecord
 from zkcoord.zookeeper import ZkMetadataStore
+from zkcoord.zk_quotas import ZkQuotas
 
 from .background import BackgroundTasks
 from .config import BrokerConfig, ConfigError
@@ -42,6 +43,8 @@ from .replication.purgatory import FetchPurgatory
 from .replication.replica_manager import ReplicaManager
 from .server import handlers  # noqa: F401  (registers every handler)
 from .server.connection_quotas import ConnectionQuotas, connection_quotas
+from .quota.manager import QuotaSettings
+from .quota.service import ClientQuotas
 from .server.dispatch import Dispatcher
 from .server.handlers.sasl import authenticate_token
 from .server.fetch_sessions import FetchSessionCache
@@ -155,6 +158,10 @@ class Broker:
             controller = self.controller
             self.dynamic_configs.on_change = lambda changed: (
                 controller.unclean_default_changed() if "unclean.leader.election.enable" in changed else None)
+        self.client_quotas = ClientQuotas(
+            ZkQuotas(self.zk_store.session, self.zk_store.view, self.zk_store.user_store)
+            if self.zk_store is not None else cast(LocalMetadataStore, self.store),
+            QuotaSettings.from_config(config))
         self.producer_ids = ProducerIdManager(self.store)
         self.topic_admin = TopicAdmin(config, self.store, self.topic_configs, self.replicas, placement)
         self.group_coordinator = GroupCoordinator(GroupSettings.from_config(config), self.store,
@@ -220,7 +227,8 @@ class Broker:
             self.acl_authorizer.refresh(loaded=True)
 
     async def _listen(self) -> None:
-        dispatcher = Dispatcher(self.services, self.request_stats)
+        self.client_quotas.reload()
+        dispatcher = Dispatcher(self.services, self.request_stats, self.client_quotas)
         max_request = self.config.get("socket.request.max.bytes")
         for name, host, port in self.config.listeners:
             transport = self.transports[name]

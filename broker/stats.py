@@ -190,12 +190,20 @@ class RequestStats:
     """Kafka's RequestMetrics: requests per API and version, errors per API and error code,
     and the total time of each API's requests (receipt of the frame to response ready)."""
 
-    __slots__ = ("requests", "errors", "times")
+    __slots__ = ("requests", "errors", "times", "split")
 
     def __init__(self) -> None:
         self.requests: dict[tuple[str, int], int] = {}
         self.errors: dict[tuple[str, int], int] = {}
         self.times: dict[str, Histogram] = {}
+        self.split: dict[str, RequestTimeSplit] = {}      # the other RequestMetrics times
+
+    def record_split(self, api: str, values_ms: tuple[float, ...]) -> None:
+        """One request's SPLIT_TIMES, in that order."""
+        s = self.split.get(api)
+        if s is None:
+            s = self.split[api] = RequestTimeSplit()
+        s.observe(values_ms, time.monotonic())
 
     def record(self, api: str, version: int, elapsed_ms: float, error_counts: dict[int, int]) -> None:
         key = (api, version)
@@ -208,6 +216,69 @@ class RequestStats:
         if h is None:
             h = self.times[api] = Histogram(REQUEST_MS_BUCKETS)
         h.observe(elapsed_ms)
+
+
+# Kafka's RequestMetrics times besides TotalTimeMs (which RequestStats.times keeps), in the
+# order RequestTimes.sent records them (JMX name without "Ms").
+SPLIT_TIMES: tuple[tuple[str, str], ...] = (
+    ("RequestQueueTime", "frame received to its handler started"),
+    ("LocalTime", "in the handler until it answered or began to wait"),
+    ("RemoteTime", "waiting (replication of acks=all, a long-polling fetch) and the answer after"),
+    ("ThrottleTime", "the connection muted after the response for a quota"),
+    ("ResponseQueueTime", "response ready to its write started (earlier responses in order)"),
+    ("ResponseSendTime", "the response's write started to its last byte handed to the socket"),
+)
+
+
+class RequestTimeSplit:
+    """One API's SPLIT_TIMES histograms: one clock read per request for all of them."""
+
+    __slots__ = ("histograms", "_now")
+
+    def __init__(self) -> None:
+        self._now = time.monotonic()
+        self.histograms = tuple(Histogram(REQUEST_MS_BUCKETS, clock=self._clock) for _ in SPLIT_TIMES)
+
+    def _clock(self) -> float:
+        return self._now
+
+    def observe(self, values_ms: tuple[float, ...], now: float) -> None:
+        self._now = now
+        for h, v in zip(self.histograms, values_ms):
+            h.observe(v)
+
+    def at(self, now: float) -> tuple[Histogram, ...]:
+        """The histograms with their windows as of `now` (a scrape)."""
+        self._now = now
+        return self.histograms
+
+
+class RequestTimes:
+    """The moments of one request (perf_counter seconds), from its frame to its response's
+    last byte; created by the dispatcher, finished by the listener (`write_started`, `sent`),
+    which records them in the split. O(1): a few float stores and one record per request."""
+
+    __slots__ = ("stats", "api", "received", "started", "local_done", "ready", "write_start",
+                 "throttle_ms")
+
+    def __init__(self, stats: "RequestStats", api: str, received: float, started: float):
+        self.stats = stats
+        self.api = api
+        self.received = received
+        self.started = started
+        self.local_done = started
+        self.ready = started
+        self.write_start = started
+        self.throttle_ms = 0
+
+    def sent(self, now: float) -> None:
+        self.stats.record_split(self.api, (
+            (self.started - self.received) * 1000.0,
+            (self.local_done - self.started) * 1000.0,
+            (self.ready - self.local_done) * 1000.0,
+            float(self.throttle_ms),
+            (self.write_start - self.ready) * 1000.0,
+            (now - self.write_start) * 1000.0))
 
 
 class ControllerStats:

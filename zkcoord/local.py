@@ -57,6 +57,9 @@ class LocalMetadataStore(MetadataStore):
         self._acls: set[AclBinding] = set()
         self._scram: dict[str, dict[str, str]] = {}              # user -> mechanism -> credential
         self._subscribers: list[Callable[[Any], Any]] = []
+        # Client quota configs: entity (sorted (type, name) pairs, None a default) -> key -> value.
+        self._quotas: dict[tuple[tuple[str, str | None], ...], dict[str, str]] = {}
+        self._quota_subscribers: list[Callable[[], None]] = []
         self.cluster_id = ""
 
     async def start(self) -> None:
@@ -68,6 +71,8 @@ class LocalMetadataStore(MetadataStore):
             self._broker_configs = {k: dict(v) for k, v in doc.get("broker_configs", {}).items()}
             self._acls = {_decode_acl(a) for a in doc.get("acls", [])}
             self._scram = {u: dict(c) for u, c in doc.get("scram_credentials", {}).items() if c}
+            self._quotas = {tuple((t, n) for t, n in q["entity"]): dict(q["config"])
+                            for q in doc.get("client_quotas", [])}
             for name, t in doc.get("topics", {}).items():
                 self._topics[name] = TopicMetadata(
                     name, uuid.UUID(t["id"]),
@@ -95,6 +100,8 @@ class LocalMetadataStore(MetadataStore):
             "acls": sorted((_encode_acl(a) for a in self._acls),
                            key=lambda a: json.dumps(a, sort_keys=True)),
             "scram_credentials": self._scram,
+            "client_quotas": [{"entity": [list(p) for p in e], "config": c}
+                              for e, c in sorted(self._quotas.items(), key=lambda ec: repr(ec[0]))],
             "topics": {
                 n: {"id": str(t.topic_id), "partitions": {str(p): r for p, r in t.partitions.items()},
                     "configs": t.configs}
@@ -210,6 +217,38 @@ class LocalMetadataStore(MetadataStore):
             del self._scram[user]
         self._save()
         self._emit(UserScramCredentialsChanged(user))
+
+    # ------------------------------------------------------------ client quotas (as zk_quotas)
+
+    def client_quota_configs(self) -> dict[tuple[tuple[str, str | None], ...], dict[str, str]]:
+        return {e: dict(c) for e, c in self._quotas.items()}
+
+    def subscribe_client_quotas(self, callback: Callable[[], None]) -> Callable[[], None]:
+        self._quota_subscribers.append(callback)
+        return lambda: (self._quota_subscribers.remove(callback)
+                        if callback in self._quota_subscribers else None)
+
+    async def alter_client_quotas(self, entity: tuple[tuple[str, str | None], ...],
+                                  changes: Mapping[str, str | None]) -> None:
+        old = self._quotas.get(entity, {})
+        new = dict(old)
+        for key, value in changes.items():
+            if value is None:
+                new.pop(key, None)
+            else:
+                new[key] = value
+        if new == old:
+            return
+        if new:
+            self._quotas[entity] = new
+        else:
+            del self._quotas[entity]
+        self._save()
+        for cb in list(self._quota_subscribers):
+            try:
+                cb()
+            except Exception:
+                log.exception("client quota subscriber %r failed", cb)
 
     @property
     def controller_id(self) -> int:

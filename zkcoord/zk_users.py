@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from typing import Iterable, Mapping
+from typing import Awaitable, Callable, Iterable, Mapping
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
@@ -36,6 +36,34 @@ def scram_credentials(config: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in config.items() if k in SCRAM_MECHANISMS}
 
 
+async def update_entity_config(session: ZkSession, path: str,
+                               changes: Mapping[str, str | None]) -> bool:
+    """Set (or, for None, remove) keys of the entity config at `path`, keeping every other key
+    (a user's SCRAM credentials and quotas share one znode): read, change, write back
+    conditionally on the version read, again while another writer gets in between. Whether
+    anything changed."""
+    for _ in range(MAX_UPDATE_ATTEMPTS):
+        got = await session.get(path)
+        config = zp.decode_entity_config(got[0]) if got is not None else {}
+        new = dict(config)
+        for key, value in changes.items():
+            if value is None:
+                new.pop(key, None)
+            else:
+                new[key] = value
+        if new == config:
+            return False
+        try:
+            if got is None:
+                await session.create(path, zp.encode_entity_config(new), makepath=True)
+            else:
+                await session.set(path, zp.encode_entity_config(new), got[1].version)
+            return True
+        except (BadVersionError, NodeExistsError, NoNodeError):
+            await asyncio.sleep(random.uniform(*_BACKOFF_S))   # another writer: read again
+    raise ZkStoreError(f"{path} kept changing: not updated after {MAX_UPDATE_ATTEMPTS} attempts")
+
+
 class ZkUsers:
     """Every user's SCRAM credentials: cached, written, and followed through /config/changes."""
 
@@ -47,6 +75,10 @@ class ZkUsers:
         self.cache: dict[str, dict[str, str]] = {}      # only users that have credentials
         self.changes = ChangeNotifications(session, zp.CONFIG_CHANGES, zp.CONFIG_CHANGE_PREFIX,
                                            view.watcher)
+        # Told the entity path of every config change notification read (users', clients'
+        # and their quotas': zk_quotas), on the view's consumer task: this part owns the
+        # reading of /config/changes, and the view hands a path's watch to one part only.
+        self.entity_listeners: list[Callable[[list[str]], Awaitable[None]]] = []
 
     # ------------------------------------------------------------ reads
 
@@ -57,38 +89,14 @@ class ZkUsers:
 
     async def alter(self, user: str, changes: Mapping[str, str | None]) -> None:
         """Kafka's ZkAdminManager.alterUserScramCredentials: read the user's config, change the
-        given mechanisms, write it back (here conditionally on its version, so concurrent
-        changes to other mechanisms or quotas are not lost), then notify."""
+        given mechanisms, write it back (conditionally on its version, so concurrent changes
+        to other mechanisms or quotas are not lost), then notify."""
         try:
             path = zp.user_config_path(user)
             zp.check_znode_name(zp.sanitize(user), "user")
         except ValueError as e:
             raise InvalidRequestError(str(e)) from None
-        sent = False
-        for _ in range(MAX_UPDATE_ATTEMPTS):
-            got = await self.session.get(path)
-            config = zp.decode_entity_config(got[0]) if got is not None else {}
-            new = dict(config)
-            for mechanism, credential in changes.items():
-                if credential is None:
-                    new.pop(mechanism, None)
-                else:
-                    new[mechanism] = credential
-            if new == config:
-                break
-            sent = True
-            try:
-                if got is None:
-                    await self.session.create(path, zp.encode_entity_config(new), makepath=True)
-                else:
-                    await self.session.set(path, zp.encode_entity_config(new), got[1].version)
-                break
-            except (BadVersionError, NodeExistsError, NoNodeError):
-                await asyncio.sleep(random.uniform(*_BACKOFF_S))   # another writer: read again
-        else:
-            raise ZkStoreError(f"{path} kept changing: not updated after "
-                               f"{MAX_UPDATE_ATTEMPTS} attempts")
-        if not sent:
+        if not await update_entity_config(self.session, path, changes):
             return
         note = zp.encode_config_change(zp.ConfigChangeNotification(zp.user_entity_path(user)))
         await self.session.create(zp.config_change_create_path(), note, sequence=True,
@@ -125,15 +133,20 @@ class ZkUsers:
         if path != zp.CONFIG_CHANGES:
             return
         users: list[str] = []
+        paths: list[str] = []
         for data in await self.changes.read_new():
             try:
-                user = zp.user_of_entity_path(zp.decode_config_change(data).entity_path)
+                path = zp.decode_config_change(data).entity_path
+                user = zp.user_of_entity_path(path)
             except (zp.ZkDataError, KeyError, UnicodeDecodeError) as e:
                 log.error("ignoring unreadable config change notification: %r", e)
                 continue
+            paths.append(path)
             if user is not None:
                 users.append(user)
         await self.refresh(users)
+        for listener in self.entity_listeners:
+            await listener(paths)
 
     async def refresh(self, users: Iterable[str]) -> None:
         unique = list(dict.fromkeys(users))

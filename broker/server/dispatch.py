@@ -23,9 +23,11 @@ from clients.protocol.messages import API_BY_KEY, API_BY_NAME
 from clients.protocol.schema import Api, Struct
 from clients.protocol.types import DecodeError, Reader, Writer
 
-from ..stats import RequestStats
+from ..quota.service import ClientQuotas
+from ..stats import RequestStats, RequestTimes
 from .network import CloseConnection, ConnectionInfo, Response
 from .services import ApiServices
+from .throttling import RequestThrottle
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +39,7 @@ class RequestContext:
     header: RequestHeader
     conn: ConnectionInfo
     api: Api
+    quotas: ClientQuotas | None = None    # the broker's client quotas (their admin APIs)
 
     @property
     def version(self) -> int:
@@ -108,17 +111,24 @@ def error_response(api: Api, version: int, code: int, message: str | None = None
 
 class Dispatcher:
     """Decodes a frame, runs its handler, encodes the response, and records the request in
-    the broker's RequestStats (count, error codes counted by the encoder, total time)."""
+    the broker's RequestStats (count, error codes counted by the encoder, total time to the
+    response being ready; the response carries its RequestTimes, which the listener finishes
+    when the last byte is sent). With client quotas (`quotas`), the request is accounted
+    against them (broker.server.throttling) and the response carries its throttle time,
+    which the listener mutes the connection for."""
 
-    def __init__(self, services: ApiServices, stats: RequestStats):
+    def __init__(self, services: ApiServices, stats: RequestStats, quotas: ClientQuotas | None = None):
         self.services = services
         self.stats = stats
+        self.quotas = quotas
+        self.throttle = RequestThrottle(quotas.managers) if quotas is not None else None
 
     def __call__(self, frame: memoryview, conn: ConnectionInfo
                  ) -> Response | None | Coroutine[Any, Any, Response | None]:
         """The response now, or, when the handler must wait (it returned a coroutine, or
         is itself `async def`), a coroutine of the response (see network.Dispatch)."""
         start = time.perf_counter()
+        received, conn.received_at = conn.received_at or start, 0.0
         try:
             api_key, version, correlation_id = peek_api(frame)
         except DecodeError:
@@ -142,24 +152,27 @@ class Dispatcher:
                 return _encode(api, 0, correlation_id, body)
             raise CloseConnection(f"cannot decode {api.name} v{version}: {e}") from None
         conn.client_id = header.client_id
-        ctx = RequestContext(header, conn, api)
+        ctx = RequestContext(header, conn, api, self.quotas)
+        times = RequestTimes(self.stats, api.name, received, start)
+        call = _Call(api, version, correlation_id, conn, request, len(frame), times)
         try:
             result = handler.fn(self.services, request, ctx)
         except Exception as e:
             result = self._failed(api, version, conn, e)
+        times.local_done = time.perf_counter()
         if asyncio.iscoroutine(result):
-            return self._answer_later(api, version, correlation_id, conn, result, start)
-        return self._answer(api, version, correlation_id, result, start)
+            return self._answer_later(call, result)
+        return self._answer(call, result)
 
-    async def _answer_later(self, api: Api, version: int, correlation_id: int, conn: ConnectionInfo,
-                            waiting: Coroutine[Any, Any, Any], start: float) -> Response | None:
+    async def _answer_later(self, call: "_Call", waiting: Coroutine[Any, Any, Any]) -> Response | None:
         try:
             result = await waiting
         except asyncio.CancelledError:
             raise
         except Exception as e:
-            result = self._failed(api, version, conn, e)
-        return self._answer(api, version, correlation_id, result, start)
+            result = self._failed(call.api, call.version, call.conn, e)
+        call.resumed = time.perf_counter()
+        return self._answer(call, result)
 
     def _failed(self, api: Api, version: int, conn: ConnectionInfo, e: Exception) -> Any:
         """The one catch-all: a KafkaError becomes the API's error response, anything else
@@ -176,11 +189,49 @@ class Dispatcher:
             raise CloseConnection(f"{api.name} failed: {e!r}") from None
         return result
 
-    def _answer(self, api: Api, version: int, correlation_id: int, result: Any, start: float) -> Response | None:
+    def _answer(self, call: "_Call", result: Any) -> Response | None:
+        api, version, times = call.api, call.version, call.times
+        throttle = 0
+        quota = self.throttle
+        if quota is not None and quota.managers.enabled:
+            # The broker's time on it: until the handler first returned, and since it woke.
+            busy_s = times.local_done - times.started + time.perf_counter() - (call.resumed or times.local_done)
+            throttle = quota.before_encoding(api.key, version, call.request, call.conn,
+                                             call.frame_size, busy_s)
+            if throttle and result is not None:
+                result["throttle_time_ms"] = throttle
         if result is None:
-            self.stats.record(api.name, version, (time.perf_counter() - start) * 1000.0, {})
+            times.ready = time.perf_counter()
+            self.stats.record(api.name, version, (times.ready - times.started) * 1000.0, {})
+            times.throttle_ms = throttle
+            times.write_start = times.ready
+            times.sent(times.ready)
             return None
         counts: dict[int, int] = {}   # every error_code of the response, tallied by the encoder
-        response = _encode(api, version, correlation_id, result, counts)
-        self.stats.record(api.name, version, (time.perf_counter() - start) * 1000.0, counts)
+        response = _encode(api, version, call.correlation_id, result, counts)
+        if quota is not None and quota.managers.enabled:
+            throttle = quota.after_encoding(api, version, call.request, call.conn, response, throttle)
+        times.ready = time.perf_counter()
+        times.throttle_ms = throttle
+        response.throttle_ms = throttle
+        response.timing = times
+        self.stats.record(api.name, version, (times.ready - times.started) * 1000.0, counts)
         return response
+
+
+class _Call:
+    """What the answer to one request needs to know of it."""
+
+    __slots__ = ("api", "version", "correlation_id", "conn", "request", "frame_size", "times",
+                 "resumed")
+
+    def __init__(self, api: Api, version: int, correlation_id: int, conn: ConnectionInfo,
+                 request: Any, frame_size: int, times: RequestTimes):
+        self.api = api
+        self.version = version
+        self.correlation_id = correlation_id
+        self.conn = conn
+        self.request = request
+        self.frame_size = frame_size
+        self.times = times
+        self.resumed = 0.0          # perf_counter when a handler that waited was resumed

@@ -40,6 +40,7 @@ import os
 import socket
 import ssl
 import struct
+import time
 from typing import Any, Callable, Coroutine
 
 from clients.aio.flow_control import WriteFlowControl
@@ -73,9 +74,10 @@ PRE_AUTH_API_KEYS = frozenset({18, 17, 36})
 class _Pending:
     """One request of a connection, from its frame to its response being written."""
 
-    __slots__ = ("done", "response", "error", "task")
+    __slots__ = ("done", "response", "error", "task", "received")
 
-    def __init__(self) -> None:
+    def __init__(self, received: float) -> None:
+        self.received = received    # perf_counter when its frame was read (RequestQueueTime)
         self.done = False
         self.response: Response | None = None
         self.error: BaseException | None = None
@@ -122,7 +124,12 @@ class _FrameProtocol(WriteFlowControl, asyncio.BufferedProtocol):
         self.waiting: collections.deque[memoryview] = collections.deque()
         self.lazy_unfinished = 0    # requests running as tasks started in a later pass
         self.sender: asyncio.Task | None = None    # writing a response that must wait
-        self.reading_paused = False
+        self.reading_paused = False     # too many requests pending: backpressure
+        # KIP-219: after a throttled response, nothing is read until this loop time.
+        self.muted_until = 0.0
+        self._mute_timer: asyncio.TimerHandle | None = None
+        self._sending: Any = None       # the RequestTimes of the response the sender writes
+        self._frame_received = 0.0      # perf_counter of the read the frames being cut came in
         self.closing = False        # no more requests: answer those received, then close
         self._pumping = False       # _send_ready is running (it is re-entered by eager answers)
         self._pump_again = False
@@ -164,6 +171,7 @@ class _FrameProtocol(WriteFlowControl, asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes: int) -> None:
         self.server.bytes_in += nbytes
         self.last_active = self.loop.time()
+        self._frame_received = time.perf_counter()
         # Large frames come out writable on purpose: nothing else holds their buffer, so
         # the log may patch offsets into it instead of copying it (append_as_leader).
         for frame in self.receiver.buffer_updated(nbytes):
@@ -176,7 +184,7 @@ class _FrameProtocol(WriteFlowControl, asyncio.BufferedProtocol):
         if len(self.pending) >= MAX_QUEUED_REQUESTS and not self.reading_paused \
                 and self.transport is not None and not self.closing:
             self.reading_paused = True
-            self.transport.pause_reading()
+            self._update_reading()
         size = self.receiver.error_size
         if size is not None and not self.closing:
             log.warning("closing %s: frame of %d bytes exceeds socket.request.max.bytes=%d",
@@ -205,6 +213,8 @@ class _FrameProtocol(WriteFlowControl, asyncio.BufferedProtocol):
             self.sender.cancel()
         if self._close_timer is not None:
             self._close_timer.cancel()
+        if self._mute_timer is not None:
+            self._mute_timer.cancel()
         self.server._closed(self)
         if not self.closed.done():
             self.closed.set_result(None)
@@ -212,6 +222,7 @@ class _FrameProtocol(WriteFlowControl, asyncio.BufferedProtocol):
     # -- requests
     def _dispatch(self, frame: memoryview) -> None:
         self.server.requests_in += 1
+        received = self._frame_received
         if self.conn.state.get("sasl_raw_tokens") and self.server.raw_sasl is not None:
             self._raw_sasl_token(frame)
             return
@@ -223,11 +234,12 @@ class _FrameProtocol(WriteFlowControl, asyncio.BufferedProtocol):
             log.info("closing %s: API key %d before SASL authentication", self.conn.peer, api_key)
             self._stop_reading()
             return
-        entry = _Pending()
+        entry = _Pending(received)
         self.pending.append(entry)
         if not self.lazy_unfinished and len(frame) >= 2 \
                 and (frame[0] << 8 | frame[1]) in self.server.eager_api_keys:
             try:
+                self.conn.received_at = received
                 result = self.server.dispatch(frame, self.conn)
             except Exception as e:      # CloseConnection, or a bug: _send_ready closes
                 entry.error = e
@@ -248,7 +260,7 @@ class _FrameProtocol(WriteFlowControl, asyncio.BufferedProtocol):
     def _raw_sasl_token(self, frame: memoryview) -> None:
         """After SaslHandshake v0 the SASL tokens come as bare frames, and each answer is a
         bare frame too (Kafka's pre-KIP-152 exchange); a failure closes the connection."""
-        entry = _Pending()
+        entry = _Pending(time.perf_counter())
         self.pending.append(entry)
         try:
             assert self.server.raw_sasl is not None
@@ -264,6 +276,7 @@ class _FrameProtocol(WriteFlowControl, asyncio.BufferedProtocol):
         try:
             if waiting is None:
                 assert frame is not None
+                self.conn.received_at = entry.received
                 result = self.server.dispatch(frame, self.conn)
                 if result is None or isinstance(result, Response):
                     entry.response = result
@@ -324,6 +337,7 @@ class _FrameProtocol(WriteFlowControl, asyncio.BufferedProtocol):
                     return
                 while self.waiting and len(self.pending) < MAX_QUEUED_REQUESTS \
                         and self.transport is not None and not self.transport.is_closing():
+                    self._frame_received = time.perf_counter()
                     self._dispatch(self.waiting.popleft())
         finally:
             self._pumping = False
@@ -333,13 +347,46 @@ class _FrameProtocol(WriteFlowControl, asyncio.BufferedProtocol):
         if self.reading_paused and not self.closing and not self.waiting \
                 and len(self.pending) < MAX_QUEUED_REQUESTS // 2:
             self.reading_paused = False
-            transport.resume_reading()
+        self._update_reading()
         if self.closing and not self.pending and not self.waiting and not transport.is_closing() \
                 and self._close_timer is None:
             if self._close_delay_s > 0:
                 self._close_timer = self.loop.call_later(self._close_delay_s, self._close_now)
             else:
                 self._close_now()
+
+    # -- reading on and off: backpressure and quota mutes
+    def _update_reading(self) -> None:
+        """Read from the socket only while neither backpressure nor a quota mute says no.
+        Never turned back on while the sender writes a response: loop.sendfile has reading
+        paused and turns it back on itself when it ends, if it was on when it began."""
+        transport = self.transport
+        if transport is None or self.closing or transport.is_closing():
+            return
+        off = self.reading_paused or self.muted_until > 0.0
+        if off:
+            if transport.is_reading():
+                transport.pause_reading()
+        elif self.sender is None and not transport.is_reading():
+            transport.resume_reading()
+
+    def mute(self, throttle_ms: int) -> None:
+        """KIP-219: read nothing from this connection for `throttle_ms` (a throttled
+        response is going out); a longer throttle extends a mute in progress."""
+        until = self.loop.time() + throttle_ms / 1000.0
+        if until <= self.muted_until:
+            return
+        self.muted_until = until
+        self.server.throttled_ms += throttle_ms
+        if self._mute_timer is not None:
+            self._mute_timer.cancel()
+        self._mute_timer = self.loop.call_at(until, self._unmute)
+        self._update_reading()
+
+    def _unmute(self) -> None:
+        self._mute_timer = None
+        self.muted_until = 0.0
+        self._update_reading()
 
     def _close_now(self) -> None:
         transport = self.transport
@@ -365,8 +412,11 @@ class _FrameProtocol(WriteFlowControl, asyncio.BufferedProtocol):
                     continue
                 rest = self._write(entry.response)
                 if rest is not None or self._write_paused:
+                    self._sending = entry.response.timing
                     self.sender = self.loop.create_task(self._send_rest(rest or []))
                     return True
+                if entry.response.timing is not None:
+                    entry.response.timing.sent(time.perf_counter())
         except _Truncated as e:
             log.warning("closing %s: %s", self.conn.peer, e)
             self._abort()
@@ -390,6 +440,11 @@ class _FrameProtocol(WriteFlowControl, asyncio.BufferedProtocol):
         assert transport is not None
         self.server.bytes_out += 4 + response.size
         self.server.responses_out += 1
+        timing = response.timing
+        if timing is not None:
+            timing.write_start = time.perf_counter()
+        if response.throttle_ms > 0:
+            self.mute(response.throttle_ms)
         # Bytes chunks between file regions go out in one write each (the size prefix
         # with the first): a syscall and a TCP segment per write.
         head: list[Any] = [_SIZE.pack(response.size)]
@@ -449,6 +504,9 @@ class _FrameProtocol(WriteFlowControl, asyncio.BufferedProtocol):
             self._abort()
             return
         self.sender = None
+        if self._sending is not None:
+            self._sending.sent(time.perf_counter())
+            self._sending = None
         self._send_ready()
 
     async def drain(self) -> None:
@@ -506,10 +564,12 @@ class CloseConnection(Exception):
 class Response:
     """An encoded response frame body (header + body) as ordered chunks."""
 
-    __slots__ = ("chunks", "size")
+    __slots__ = ("chunks", "size", "throttle_ms", "timing")
 
     def __init__(self, chunks: list[Any]):
         self.chunks = chunks
+        self.throttle_ms = 0        # mute the connection this long once it is written (KIP-219)
+        self.timing: Any = None     # the request's broker.stats.RequestTimes, finished when sent
         self.size = sum(c.size if isinstance(c, DeferredBytes) else len(c) for c in chunks)
 
 
@@ -522,7 +582,7 @@ class ConnectionInfo:
     listener, and who it is (the principal the authorizer is asked about)."""
 
     __slots__ = ("peer", "listener", "client_id", "closed", "state", "security_protocol",
-                 "principal", "authenticated", "sasl")
+                 "principal", "authenticated", "sasl", "received_at")
 
     def __init__(self, peer: Any, listener: str, security_protocol: str = "PLAINTEXT"):
         self.peer = peer
@@ -536,6 +596,8 @@ class ConnectionInfo:
         self.principal = ANONYMOUS
         self.authenticated = not security_protocol.startswith("SASL_")
         self.sasl: Any = None             # the SASL exchange in progress (handlers/sasl.py)
+        # perf_counter when the frame being dispatched was read; the dispatcher takes it.
+        self.received_at = 0.0
 
     @property
     def host(self) -> str:
@@ -593,6 +655,7 @@ class KafkaServer:
         self.bytes_out = 0
         self.requests_in = 0
         self.responses_out = 0
+        self.throttled_ms = 0       # total quota mutes of this listener's connections
 
     @property
     def connection_count(self) -> int:

@@ -3,3 +3,4 @@ from . import (acls, api_versions, configs, controller_requests, coordinator, el
                groups, metadata, offset_commit, offsets, produce, producer_id, sasl, scram_users,
                topics, transactions, txn_markers)
 from . import describe_topic_partitions  # noqa: F401,E402
+from . import client_quotas  # noqa: F401,E402

@@ -6,11 +6,11 @@ them in its `APIS`; this registry is the one place that gathers them.
 from __future__ import annotations
 
 from ..schema import Api
-from . import admin, controller, core, group, sasl
+from . import admin, controller, core, group, log_dirs, quotas, sasl
 
 API_BY_KEY: dict[int, Api] = {}
 API_BY_NAME: dict[str, Api] = {}
-for _module in (core, admin, group, sasl, controller):
+for _module in (core, admin, group, sasl, controller, quotas, log_dirs):
     for _api in _module.APIS:
         assert _api.key not in API_BY_KEY, f"duplicate API key {_api.key}"
         API_BY_KEY[_api.key] = _api
