@@ -8,6 +8,12 @@ ISR changes go through `isr_writer`, a coroutine that performs the coordinator's
 write and returns the ISR the coordinator then holds with its partition epoch, or None when
 this broker's view was stale.
 
+Log dir failure (KIP-112): when the log manager takes a dir offline, its partitions become
+offline here (Kafka's HostedPartition.Offline, until restart): Produce and LeaderAndIsr for
+them answer KAFKA_STORAGE_ERROR, fetchers and acks=all waits for them stop, and
+`on_log_dir_failure` tells the controller (ZooKeeper mode: a log dir event notification),
+which moves their leadership elsewhere. With every dir offline the broker halts, as Kafka.
+
 Single event-loop thread: the methods here are synchronous except the awaits on
 replication, and do blocking file I/O of the log (page-cache writes, header preads).
 """
@@ -15,13 +21,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 import uuid
 from typing import Any, Awaitable, Callable
 
-from clients.protocol.errors import Code, UnknownTopicOrPartitionError
+from clients.protocol.errors import Code, KafkaError, KafkaStorageErrorError, UnknownTopicOrPartitionError
 
-from ..log import ORIGIN_CLIENT, LogConfig, LogManager
+from ..log import ORIGIN_CLIENT, LogConfig, LogManager, PartitionLog
 
 from .purgatory import FetchPurgatory, wait_or_resolve
 from .partition import READ_COMMITTED, READ_UNCOMMITTED, Partition  # noqa: F401  (re-exported)
@@ -32,6 +39,15 @@ log = logging.getLogger(__name__)
 # or None when it holds another leader epoch (this broker's view is stale).
 # An exception means the write may or may not have landed.
 IsrWriter = Callable[[Partition, list[int]], Awaitable["tuple[list[int], int] | None"]]
+
+LOG_DIR_EVENT_RETRY_S = 1.0         # pause before telling the controller again
+
+
+def halt_broker(reason: str) -> None:
+    """Kafka's Exit.halt(1) when its last log dir failed: nothing left to serve from."""
+    log.critical("halting the broker: %s", reason)
+    logging.shutdown()
+    os._exit(1)
 
 
 class ReplicaManager:
@@ -55,13 +71,30 @@ class ReplicaManager:
         self.isr_retry_s = 0.5          # first pause before retrying an ISR write (doubles to 8 s)
         self._isr_tasks: set[asyncio.Future] = set()
         self._isr_stopped = False
+        # Partitions whose log dir failed: offline on this broker until it restarts.
+        self.offline: set[tuple[str, int]] = set()
+        # Tells the controller a log dir failed (ZooKeeper: a log dir event notification);
+        # retried until it succeeds.
+        self.on_log_dir_failure: Callable[[str], Awaitable[None]] | None = None
+        self.halt: Callable[[str], None] = halt_broker
+        self._dir_event_tasks: set[asyncio.Future] = set()
+        log_manager.on_dir_failure = self._log_dir_failed
+        log_manager.on_log_replaced = self._log_replaced
 
     # ------------------------------------------------------------------ lookup
     def get(self, topic: str, partition: int) -> Partition:
         p = self.partitions.get((topic, partition))
         if p is None:
+            if (topic, partition) in self.offline:
+                raise KafkaStorageErrorError(f"{topic}-{partition} is offline on broker {self.broker_id}: "
+                                             f"its log dir failed")
             raise UnknownTopicOrPartitionError(f"{topic}-{partition} is not on broker {self.broker_id}")
         return p
+
+    def missing_code(self, topic: str, partition: int, default: int) -> int:
+        """The error for a partition this broker does not serve: KAFKA_STORAGE_ERROR for
+        one whose log dir failed (clients retry elsewhere), else `default`."""
+        return Code.KAFKA_STORAGE_ERROR if (topic, partition) in self.offline else default
 
     def maybe_get(self, topic: str, partition: int) -> Partition | None:
         return self.partitions.get((topic, partition))
@@ -92,13 +125,19 @@ class ReplicaManager:
                               leader_epoch: int, isr: list[int], replicas: list[int],
                               partition_epoch: int, log_config: Any, controller_epoch: int = 0) -> int:
         """One partition of a LeaderAndIsr request; returns its error code."""
+        if (topic, index) in self.offline:
+            return Code.KAFKA_STORAGE_ERROR      # the controller marks this replica offline
         if self.broker_id not in replicas:
             return Code.UNKNOWN_TOPIC_OR_PARTITION
         existing = self.partitions.get((topic, index))
         if existing is not None and existing.leader_id != -1 and leader_epoch <= existing.leader_epoch \
                 and not (leader_epoch == existing.leader_epoch and partition_epoch > existing.partition_epoch):
             return Code.STALE_CONTROLLER_EPOCH
-        p = self._get_or_create(topic, topic_id, index, log_config)
+        try:
+            p = self._get_or_create(topic, topic_id, index, log_config)
+        except KafkaStorageErrorError as e:
+            log.error("%s-%d: cannot create its log: %s", topic, index, e)
+            return Code.KAFKA_STORAGE_ERROR
         p.controller_epoch = controller_epoch
         was_follower = p.leader_id not in (-1, self.broker_id)
         if leader == self.broker_id:
@@ -147,9 +186,10 @@ class ReplicaManager:
                     fut.set_result(code)
 
     def stop_isr_changes(self) -> None:
-        """The broker is stopping: ISR writes still retrying end here, and none start."""
+        """The broker is stopping: ISR writes (and log dir events) still retrying end here,
+        and none start."""
         self._isr_stopped = True
-        for task in list(self._isr_tasks):
+        for task in [*self._isr_tasks, *self._dir_event_tasks]:
             task.cancel()
 
     def _wake(self, p: Partition) -> None:
@@ -238,6 +278,65 @@ class ReplicaManager:
     def follower_appended(self, p: Partition, leader_high_watermark: int) -> None:
         p.log.high_watermark = min(leader_high_watermark, p.log.log_end_offset)
         self.purgatory.notify((p.topic, p.index))
+
+    # ------------------------------------------------------------------ log dirs
+    def alter_replica_log_dir(self, topic: str, partition: int, log_dir: str) -> int:
+        """AlterReplicaLogDirs for one partition (Kafka's ReplicaManager.alterReplicaLogDirs):
+        the dir becomes the partition's preferred one (a replica created later goes there)
+        and a hosted replica starts moving there (dir_mover). The error code: NONE,
+        LOG_DIR_NOT_FOUND (not one of log.dirs), KAFKA_STORAGE_ERROR (the dir or the
+        replica is offline), REPLICA_NOT_AVAILABLE (no replica here yet)."""
+        try:
+            self.logs.set_preferred_dir(topic, partition, log_dir)
+            if (topic, partition) in self.offline:
+                return Code.KAFKA_STORAGE_ERROR
+            if (topic, partition) not in self.partitions:
+                return Code.REPLICA_NOT_AVAILABLE
+            self.logs.create_future_log(topic, partition, log_dir)
+        except KafkaError as e:
+            return e.code
+        return Code.NONE
+
+    def _log_dir_failed(self, log_dir: str, lost: list[tuple[str, int]]) -> None:
+        """The log manager took `log_dir` offline with the logs of `lost`: stop serving
+        them (Kafka's handleLogDirFailure) and tell the controller."""
+        for key in lost:
+            self.offline.add(key)
+            p = self.partitions.pop(key, None)
+            if p is None:
+                continue
+            if self.on_stop_following and not p.is_leader:
+                self.on_stop_following(p)
+            for _, fut in self._hw_waiters.pop(key, []):
+                if not fut.done():
+                    fut.set_result(Code.KAFKA_STORAGE_ERROR)
+            self.purgatory.notify(key)
+        log.error("broker %d stopped serving %d partition(s) of the failed log dir %s: %s",
+                  self.broker_id, len(lost), log_dir, ", ".join(f"{t}-{i}" for t, i in lost) or "none")
+        if not self.logs.online_dirs:
+            self.halt(f"every log dir failed ({', '.join(self.logs.log_dirs)})")
+            return
+        if self.on_log_dir_failure is not None:
+            task = asyncio.ensure_future(self._announce_dir_failure(log_dir))
+            self._dir_event_tasks.add(task)
+            task.add_done_callback(self._dir_event_tasks.discard)
+
+    async def _announce_dir_failure(self, log_dir: str) -> None:
+        assert self.on_log_dir_failure is not None
+        while True:
+            try:
+                await self.on_log_dir_failure(log_dir)
+                return
+            except Exception as e:          # noqa: BLE001 - the controller must hear of it
+                log.warning("cannot tell the controller that %s failed (%r); retrying", log_dir, e)
+            await asyncio.sleep(LOG_DIR_EVENT_RETRY_S)
+
+    def _log_replaced(self, key: tuple[str, int], plog: PartitionLog) -> None:
+        """A move between log dirs finished: the partition reads and appends the new log."""
+        p = self.partitions.get(key)
+        if p is not None:
+            p.log = plog
+            self._wake(p)
 
     # ------------------------------------------------------------------ removal / config
     def stop_replica(self, topic: str, partition: int, delete: bool) -> None:

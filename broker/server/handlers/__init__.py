@@ -4,3 +4,4 @@ from . import (acls, api_versions, configs, controller_requests, coordinator, el
                topics, transactions, txn_markers)
 from . import describe_topic_partitions  # noqa: F401,E402
 from . import client_quotas  # noqa: F401,E402
+from . import log_dirs  # noqa: F401,E402
