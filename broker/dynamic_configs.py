@@ -2,11 +2,13 @@
 AlterConfigs stores for the cluster-wide default entity or for one broker, checked before
 they are stored and put in force on every broker when the store says they changed.
 
-strom's dynamic keys are all topic defaults (broker.config.DYNAMIC_APPLIED): every log here
-whose topic does not set the key itself takes the new value at once, as do logs created
-later; the controller reads unclean.leader.election.enable when it elects. A topic's own
-overrides changing (any broker may write them) reaches its replicas here too. Runs on the
-event loop.
+The dynamic keys strom applies (broker.config.DYNAMIC_APPLIED): the topic defaults (every
+log here whose topic does not set the key itself takes the new value at once, as do logs
+created later; the controller reads unclean.leader.election.enable when it elects), the
+producer-state keys (handed to the log manager here, or read at each use), and the
+replication throttles, which the replication code reads through `replication_throttles()`
+and `throttled_replicas(topic)`. A topic's own overrides changing (any broker may write
+them) reaches its replicas here too. Runs on the event loop.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from zkcoord.store import MetadataStore
 from zkcoord.store import BrokerConfigsChanged, TopicConfigChanged
 
 from .config import BrokerConfig, ConfigError
+from .config.throttles import ReplicationThrottles, ThrottledReplicas, throttled_replicas
 from .log import LogConfig, LogManager
 from .replication.replica_manager import ReplicaManager
 from .topic_configs import TopicConfigResolver
@@ -66,12 +69,28 @@ class DynamicBrokerConfigs:
         AlterConfigs: the watch would bring it too, later)."""
         self.apply(self.store.broker_configs(None), self.store.broker_configs(self.broker_id))
 
+    def replication_throttles(self) -> ReplicationThrottles:
+        """The rates in force on this broker now (this broker's dynamic value over the
+        cluster-wide one over server.properties over Kafka's default, Long.MAX: none)."""
+        get = self.config.get
+        return ReplicationThrottles(int(get("leader.replication.throttled.rate")),
+                                    int(get("follower.replication.throttled.rate")),
+                                    int(get("replica.alter.log.dirs.io.max.bytes.per.second")))
+
+    def throttled_replicas(self, topic: str) -> tuple[ThrottledReplicas, ThrottledReplicas]:
+        """(leader side, follower side): which replicas of `topic` the rates apply to, from
+        its `*.replication.throttled.replicas` configs (none for an unknown topic)."""
+        meta = self.store.topic(topic)
+        return throttled_replicas(meta.configs if meta is not None else {})
+
     def apply(self, defaults: Mapping[str, str], own: Mapping[str, str]) -> None:
         changed = self.config.set_dynamic(defaults, own, validate=LogConfig.from_topic_configs)
         if not changed:
             return
         log.info("dynamic broker configs changed: %s",
                  ", ".join(f"{k}={self.config.describe(k).value}" for k in sorted(changed)))
+        if "producer.id.expiration.ms" in changed:
+            self.log_manager.producer_id_expiration_ms = int(self.config.get("producer.id.expiration.ms"))
         default = self.topic_configs.default_log_config()
         self.log_manager.default_config = default
         configs: dict[str, LogConfig] = {}

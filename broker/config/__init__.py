@@ -43,6 +43,7 @@ loading        the file and --override values, typed key by key, errors naming f
 broker_config  BrokerConfig: the typed object, derived attributes, cross-key checks
 dynamic        dynamic broker configs: what AlterConfigs may set, and the layered values
 describe       DescribeConfigs entries, sources and synonyms
+throttles      replication throttles: the broker's rates, a topic's throttled replicas
 topic_configs  topic overrides validated (TopicConfigs), topic defaults from broker keys
 cli            python -m broker.config FILE: print the effective config
 """

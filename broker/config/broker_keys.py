@@ -217,6 +217,17 @@ BROKER_CONFIGS: tuple[ConfigKey, ...] = (
        "Incremental fetch sessions (KIP-227) kept at most.", Range(0)),
     _b("min.incremental.fetch.session.eviction.ms", "int", 120000, "medium", RO,
        "A session unused this long may be evicted for a new one.", Range(0)),
+    # Kafka's DynamicConfig.Broker: only ever set dynamically (kafka-configs --entity-type
+    # brokers); a value in server.properties is the static layer under them.
+    _b("leader.replication.throttled.rate", "long", LONG_MAX, "medium", CW,
+       "Upper bound (bytes/s) of replication traffic a leader sends for the replicas its "
+       "topics list in leader.replication.throttled.replicas.", Range(0)),
+    _b("follower.replication.throttled.rate", "long", LONG_MAX, "medium", CW,
+       "Upper bound (bytes/s) of replication traffic a follower fetches for the replicas its "
+       "topics list in follower.replication.throttled.replicas.", Range(0)),
+    _b("replica.alter.log.dirs.io.max.bytes.per.second", "long", LONG_MAX, "medium", CW,
+       "Upper bound (bytes/s) of disk IO moving replicas between log directories of a broker.",
+       Range(0)),
     _b("replica.high.watermark.checkpoint.interval.ms", "long", 5000, "high", RO,
        "Period of writing the high-watermark checkpoint."),
     _b("controller.socket.timeout.ms", "int", 30000, "medium", RO,

@@ -16,11 +16,35 @@ from .value_types import ConfigValue
 
 log = logging.getLogger("broker.config")  # the package's one logger name, as operators see it
 
-# Broker keys strom applies while running (AlterConfigs on a BROKER resource): the ones
-# Kafka lets you change dynamically that supply topic defaults. Every topic without its own
-# value, and every log on the broker, takes the new default at once.
-DYNAMIC_APPLIED: frozenset[str] = frozenset(
+# Broker keys strom applies while running (AlterConfigs on a BROKER resource), of those
+# Kafka lets you change dynamically:
+# - the topic defaults (Kafka's DynamicLogConfig): every topic without its own value, and
+#   every log on the broker, takes the new default at once;
+TOPIC_DEFAULT_KEYS: frozenset[str] = frozenset(
     s for k in TOPIC_CONFIGS for s in k.synonyms if not BROKER_CONFIG[s].read_only)
+# - keys read where they are used (BrokerConfig.get at each use, or handed on by
+#   broker.dynamic_configs): replication throttles (Kafka's DynamicConfig.Broker), the
+#   producer-state settings (DynamicProducerStateManagerConfig), the cleaner's back-off.
+RUNTIME_KEYS: frozenset[str] = frozenset({
+    "leader.replication.throttled.rate", "follower.replication.throttled.rate",
+    "replica.alter.log.dirs.io.max.bytes.per.second",
+    "producer.id.expiration.ms", "transaction.partition.verification.enable",
+    "log.cleaner.backoff.ms",
+})
+DYNAMIC_APPLIED: frozenset[str] = TOPIC_DEFAULT_KEYS | RUNTIME_KEYS
+# Thread counts: stored and described as Kafka does; strom serves from one asyncio loop and
+# ignores them whether static or dynamic.
+DYNAMIC_IGNORED: frozenset[str] = frozenset({
+    "num.network.threads", "num.io.threads", "background.threads",
+    "num.recovery.threads.per.data.dir",
+})
+# Kafka's DynamicSecurityConfigs: dynamic only with a listener prefix
+# (listener.name.<listener>.<key>), which strom does not take dynamically.
+_LISTENER_ONLY: frozenset[str] = frozenset({
+    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
+    "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.password",
+    "ssl.keystore.key", "ssl.keystore.certificate.chain", "ssl.truststore.certificates",
+})
 
 
 def check_dynamic(configs: Mapping[str, str | None], per_broker: bool) -> None:
@@ -34,14 +58,17 @@ def check_dynamic(configs: Mapping[str, str | None], per_broker: bool) -> None:
             raise ConfigError(f"Unknown broker config: {key}", key)
         if spec.read_only:
             raise ConfigError(f"Cannot update these configs dynamically: Set({key})", key)
+        if key in _LISTENER_ONLY:
+            raise ConfigError("These security configs can be dynamically updated only "
+                              f"per-listener using the listener prefix: Set({key})", key)
         if not per_broker and spec.update_mode == PER_BROKER:
             raise ConfigError("Cannot update these configs at default cluster level, broker "
                               f"id must be specified: Set({key})", key)
-        if key not in DYNAMIC_APPLIED:
+        if key not in DYNAMIC_APPLIED and key not in DYNAMIC_IGNORED:
             raise ConfigError(f"strom does not apply {key} while running; set it in "
-                              f"server.properties (strom's dynamic broker configs are the "
-                              f"topic defaults: log.*, message.max.bytes, compression.type, "
-                              f"min.insync.replicas, unclean.leader.election.enable)", key)
+                              f"server.properties (see docs/OPERATIONS.md: the topic "
+                              f"defaults, replication throttles, producer-state and cleaner "
+                              f"back-off keys are applied while running)", key)
         if raw is None:
             raise ConfigError(f"Invalid value null for configuration {key}", key)
         try:

@@ -7,6 +7,8 @@ import pytest
 
 from broker.config import (DYNAMIC_APPLIED, DYNAMIC_BROKER, DYNAMIC_DEFAULT, STATIC, BrokerConfig,
                            ConfigError)
+from broker.config.dynamic import RUNTIME_KEYS, TOPIC_DEFAULT_KEYS
+from broker.config.throttles import ThrottledReplicas, throttled_replicas
 
 
 def config(**static: str) -> BrokerConfig:
@@ -49,7 +51,11 @@ def test_layers_combine_in_kafkas_order():
     ({"log.retention.hours": "1"}, False, "Cannot update these configs dynamically"),
     ({"advertised.listeners": "PLAINTEXT://h:1"}, False,
      "Cannot update these configs at default cluster level"),
-    ({"num.io.threads": "4"}, False, "strom does not apply num.io.threads while running"),
+    ({"max.connections": "4"}, False, "strom does not apply max.connections while running"),
+    ({"ssl.keystore.location": "/k.pem"}, True, "These security configs can be dynamically "
+     "updated only per-listener using the listener prefix: Set(ssl.keystore.location)"),
+    ({"leader.replication.throttled.rate": "-1"}, False,
+     "Invalid value -1 for configuration leader.replication.throttled.rate"),
     ({"log.segment.bytes": "ten"}, True, "Invalid value ten for configuration log.segment.bytes"),
     ({"min.insync.replicas": "0"}, False, "Invalid value 0 for configuration min.insync.replicas"),
 ])
@@ -75,8 +81,35 @@ KAFKA_DYNAMIC_LOG_CONFIGS = {
     "log.local.retention.ms", "log.local.retention.bytes"}
 
 
-def test_the_applied_keys_are_kafkas_dynamic_log_configs():
-    assert DYNAMIC_APPLIED == KAFKA_DYNAMIC_LOG_CONFIGS
+def test_the_applied_keys_are_kafkas_dynamic_log_configs_and_runtime_keys():
+    assert TOPIC_DEFAULT_KEYS == KAFKA_DYNAMIC_LOG_CONFIGS
+    assert DYNAMIC_APPLIED == KAFKA_DYNAMIC_LOG_CONFIGS | RUNTIME_KEYS
+    assert {"leader.replication.throttled.rate", "follower.replication.throttled.rate",
+            "replica.alter.log.dirs.io.max.bytes.per.second"} <= RUNTIME_KEYS
+
+
+def test_kafkas_dynamic_keys_are_accepted_and_read_only_ones_refused():
+    c = config()
+    c.check_dynamic({"leader.replication.throttled.rate": "1000000",
+                     "follower.replication.throttled.rate": "1000000",
+                     "num.io.threads": "4"}, per_broker=False)      # thread counts: ignored
+    assert c.set_dynamic({"follower.replication.throttled.rate": "5"},
+                         {"leader.replication.throttled.rate": "7"}) == {
+        "follower.replication.throttled.rate", "leader.replication.throttled.rate"}
+    assert c.get("leader.replication.throttled.rate") == 7
+    assert c.source("follower.replication.throttled.rate") == DYNAMIC_DEFAULT
+    entry = c.describe("leader.replication.throttled.rate")
+    assert not entry.read_only and entry.type == "LONG"
+    assert [(s.source, s.value) for s in entry.synonyms] == [
+        (DYNAMIC_BROKER, "7"), ("DEFAULT_CONFIG", "9223372036854775807")]
+    assert c.describe("broker.id").read_only and not c.describe("log.retention.ms").read_only
+
+
+def test_throttled_replicas_parse_kafkas_lists():
+    assert throttled_replicas({}) == (ThrottledReplicas(False, frozenset()),) * 2
+    leader, follower = throttled_replicas({"leader.replication.throttled.replicas": "*",
+                                           "follower.replication.throttled.replicas": "0:1, 2:3"})
+    assert leader.covers(9, 9) and follower.covers(2, 3) and not follower.covers(0, 3)
 
 
 def test_combinations_that_make_no_valid_topic_defaults_are_not_applied(caplog):
@@ -97,8 +130,8 @@ def test_combinations_that_make_no_valid_topic_defaults_are_not_applied(caplog):
 
 def test_stored_entries_it_cannot_apply_are_skipped_not_fatal(caplog):
     c = config()
-    changed = c.set_dynamic({"num.io.threads": "2", "log.retention.ms": "x",
+    changed = c.set_dynamic({"max.connections": "2", "log.retention.ms": "x",
                              "log.roll.ms": "60000"}, {})
     assert changed == {"log.roll.ms"} and c.log_roll_ms == 60000
-    assert c.source("num.io.threads") != DYNAMIC_DEFAULT
+    assert c.source("max.connections") != DYNAMIC_DEFAULT
     assert "ignored" in caplog.text
