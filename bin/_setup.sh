@@ -12,6 +12,7 @@
 #   strom_launch KIND NAME DAEMON CMD...   record data/run/KIND-NAME.pid, run CMD in the foreground
 #                        (exec) or, with DAEMON=1, in the background with output in data/logs/
 #   strom_pid_of FILE    the pid in a pid file if that process is still a strom broker/zookeeper
+#   strom_keep_log FILE  before a process writes FILE again: FILE -> FILE.1 -> ... -> FILE.5
 #   strom_stop PID...    SIGTERM, wait up to $STROM_STOP_TIMEOUT s (30), then SIGKILL
 #
 # Everything done is printed on stderr, prefixed with [strom].
@@ -166,6 +167,7 @@ strom_launch() {
     fi
     if [ "$daemon" = 1 ]; then
         log="data/logs/$kind-$name.out"
+        strom_keep_log "$log"
         nohup "$@" > "$log" 2>&1 < /dev/null &
         echo $! > "$pidfile"
         say "started $kind $name in the background (pid $!); output in $log"
@@ -174,6 +176,17 @@ strom_launch() {
         say "starting $kind $name in the foreground (pid $$): $*"
         exec "$@"
     fi
+}
+
+# Keep a restarted process's earlier output (the story of a crash): FILE.1 is the previous
+# run's, FILE.5 the oldest kept.
+strom_keep_log() {
+    local file=$1 i
+    [ -s "$file" ] || return 0
+    for ((i = 4; i >= 1; i--)); do
+        [ ! -e "$file.$i" ] || mv -f "$file.$i" "$file.$((i + 1))"
+    done
+    mv -f "$file" "$file.1"
 }
 
 strom_stop() {

@@ -11,9 +11,13 @@
 #       9404..9406; brokers 3 and up get configs generated into DIR/config/ on the next
 #       ports), in the background, output in DIR/logs/. Waits until every broker is
 #       registered in /brokers/ids and a controller is elected, then prints the bootstrap
-#       servers and how to stop them (bin/stop-cluster.sh). With N < 3 the internal topics'
-#       replication factors are lowered to N. Refuses to start over a running one or onto a
-#       port in use; when a start fails, stops what it started.
+#       servers and how to stop them (bin/stop-cluster.sh). The sample configs give new
+#       topics and the internal ones 3 replicas and min.insync.replicas=2; with N < 3 these
+#       are lowered to N (and 1 or 2). Starts only what is not running: with some brokers of
+#       the cluster (or ZooKeeper) dead it starts those and leaves the others alone. Without
+#       --brokers, the cluster is the brokers of its last start (with those added since).
+#       Refuses to start onto a port something else holds; when a start fails, stops what it
+#       started.
 #   bin/start-cluster.sh --standalone [--data-dir DIR]
 #       One standalone broker without ZooKeeper (config/server.properties, 127.0.0.1:9092,
 #       metrics on 9404) in the foreground; Ctrl-C stops it.
@@ -42,6 +46,22 @@
 #   --no-setup       skip the set-up (no apt-get, no pip)
 #   --secure         SASL_SSL and ACLs, as above
 #   --dry-run        print what would be done, start nothing (no set-up either)
+#
+#   Operations on one broker of the cluster (recipes in docs/OPERATIONS.md); each starts
+#   ZooKeeper first if it is not running:
+#   bin/start-cluster.sh --broker ID        start broker ID if it is not running
+#   bin/start-cluster.sh --restart ID       stop broker ID (SIGTERM: controlled shutdown) and
+#                                           start it again; waits until it is registered and
+#                                           no partition is under-replicated
+#   bin/start-cluster.sh --rolling-restart  --restart of every broker, one at a time, the
+#                                           controller last; stops at the first one that does
+#                                           not come back in sync within --timeout
+#   bin/start-cluster.sh --add-broker       one more broker: the next id, its config generated
+#                                           into DIR/config/server-ID.properties (port 9092+ID,
+#                                           metrics 9404+ID); later starts include it
+#   bin/stop-cluster.sh --broker ID         stop one broker
+#   A broker's earlier output is kept: DIR/logs/broker-server-ID.out moves to .out.1 (.out.2,
+#   up to .out.5) when it starts again.
 set -euo pipefail
 usage() {   # the comment block at the top of this file
     awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0" >&2
@@ -49,6 +69,7 @@ usage() {   # the comment block at the top of this file
 }
 
 brokers=3 data_dir="" standalone=0 dry_run=0 setup=1 brokers_given=0 secure=0 rest=0
+action=start target=""   # start | broker | restart | rolling | add; target: a broker id
 timeout=${STROM_START_TIMEOUT:-90}
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -62,6 +83,10 @@ while [ $# -gt 0 ]; do
         --secure) secure=1; shift ;;
         --rest) rest=1; shift ;;
         --dry-run) dry_run=1; shift ;;
+        --broker) [ $# -ge 2 ] || usage; action=broker; target=$2; shift 2 ;;
+        --restart) [ $# -ge 2 ] || usage; action=restart; target=$2; shift 2 ;;
+        --rolling-restart) action=rolling; shift ;;
+        --add-broker) action=add; shift ;;
         --no-setup) setup=0; shift ;;
         -h | --help) usage 0 ;;
         *) echo "$0: unknown argument: $1" >&2; usage ;;
@@ -69,6 +94,11 @@ while [ $# -gt 0 ]; do
 done
 [[ "$brokers" =~ ^[1-9][0-9]*$ ]] || { echo "$0: --brokers wants a positive number, not '$brokers'" >&2; exit 1; }
 [[ "$timeout" =~ ^[1-9][0-9]*$ ]] || { echo "$0: --timeout wants seconds, not '$timeout'" >&2; exit 1; }
+[ -z "$target" ] || [[ "$target" =~ ^[0-9]+$ ]] || { echo "$0: a broker id is a number, not '$target'" >&2; exit 1; }
+if [ "$action" != start ] && [ "$standalone" = 1 ]; then
+    echo "$0: --broker, --restart, --rolling-restart and --add-broker are for the cluster, not --standalone" >&2
+    exit 1
+fi
 # --data-dir is relative to where the script was called from, not to the repository
 [ -z "$data_dir" ] || data_dir="$(realpath -m -- "$data_dir")"
 
@@ -170,6 +200,7 @@ launch() {
     shift 2
     pidfile="$run_dir/$kind-$name.pid"
     log="$log_dir/$kind-$name.out"
+    strom_keep_log "$log"
     nohup "$@" > "$log" 2>&1 < /dev/null &
     pid=$!
     echo "$pid" > "$pidfile"
@@ -320,25 +351,50 @@ broker_metrics_port() {   # empty when the config leaves metrics off
 broker_overrides() {   # one word per line
     local i=$1 n=$brokers
     [ "$custom_dir" = 0 ] || printf '%s\n' --override "log.dirs=$data_dir/kafka-logs-$i"
-    if [ "$n" -lt 3 ]; then   # internal topics cannot have more replicas than brokers
-        printf '%s\n' --override "offsets.topic.replication.factor=$n" \
+    if [ "$n" -lt 3 ]; then   # topics cannot have more replicas than brokers
+        printf '%s\n' --override "default.replication.factor=$n" \
+            --override "min.insync.replicas=$((n < 2 ? n : 2))" \
+            --override "offsets.topic.replication.factor=$n" \
             --override "transaction.state.log.replication.factor=$n" \
             --override "transaction.state.log.min.isr=$((n < 2 ? n : 2))"
     fi
 }
+broker_name() { basename "$(launch_config "$1")" .properties; }   # of its pid and .out files
+broker_pidfile() { echo "$run_dir/broker-$(broker_name "$1").pid"; }
+
+# The cluster's broker ids: 0..N-1 with --brokers N; else those of its last start, which
+# --add-broker extends; else 0 1 2.
+ids_file="$run_dir/cluster-brokers"
+ids=()
+if [ "$brokers_given" = 1 ]; then
+    for ((i = 0; i < brokers; i++)); do ids+=("$i"); done
+elif [ -s "$ids_file" ]; then
+    read -r -a ids < "$ids_file"
+else
+    ids=(0 1 2)
+fi
+if [ "$action" = add ]; then
+    target=0
+    for i in "${ids[@]}"; do [ "$i" -lt "$target" ] || target=$((i + 1)); done
+    ids+=("$target")
+fi
+brokers=${#ids[@]}
+if [ -n "$target" ] && [[ " ${ids[*]} " != *" $target "* ]]; then
+    say "broker $target is not one of this cluster's brokers (${ids[*]}); add one with --add-broker"
+    exit 1
+fi
 
 generate_configs() {
     local i port logs
     if [ "$secure" = 1 ]; then
         secure_kit "$bootstrap"
     fi
-    if [ "$custom_dir" = 1 ] || [ "$brokers" -gt 3 ]; then
-        mkdir -p "$data_dir/config"
-    fi
+    mkdir -p "$data_dir/config"
     if [ "$custom_dir" = 1 ]; then
         sed "s#^dataDir=.*#dataDir=$data_dir/zookeeper#" config/zookeeper.properties > "$zk_config"
     fi
-    for ((i = 3; i < brokers; i++)); do
+    for i in "${ids[@]}"; do
+        [ "$(broker_config "$i")" != "config/server-$i.properties" ] || continue
         port="$(broker_port "$i")"
         logs="./data/kafka-logs-$i"
         [ "$custom_dir" = 0 ] || logs="$data_dir/kafka-logs-$i"
@@ -352,38 +408,53 @@ generate_configs() {
             config/server-2.properties > "$(broker_config "$i")"
     done
     if [ "$secure" = 1 ]; then
-        for ((i = 0; i < brokers; i++)); do
+        for i in "${ids[@]}"; do
             write_secure_config "$(broker_config "$i")" "$(broker_port "$i")" "$(launch_config "$i")"
         done
     fi
 }
 
 bootstrap=""
-for ((i = 0; i < brokers; i++)); do
+for i in "${ids[@]}"; do
     bootstrap="${bootstrap:+$bootstrap,}127.0.0.1:$(broker_port "$i")"
 done
 zk_connect="$(prop config/server-0.properties zookeeper.connect)"
 
+# What this run works on: the brokers to start (or restart), in order.
+case "$action" in
+    start) targets=("${ids[@]}") ;;
+    broker | restart | add) targets=("$target") ;;
+    rolling) targets=("${ids[@]}") ;;
+esac
+
 if [ "$dry_run" = 1 ]; then
     [ "$custom_dir" = 0 ] || show "generate $zk_config (dataDir=$data_dir/zookeeper)"
-    for ((i = 3; i < brokers; i++)); do
-        show "generate $(broker_config "$i") from config/server-2.properties (port $(broker_port "$i"))"
+    for i in "${ids[@]}"; do
+        [ "$(broker_config "$i")" = "config/server-$i.properties" ] ||
+            show "generate $(broker_config "$i") from config/server-2.properties (port $(broker_port "$i"))"
     done
     if [ "$secure" = 1 ]; then
         secure_kit "$bootstrap"
-        for ((i = 0; i < brokers; i++)); do
+        for i in "${ids[@]}"; do
             write_secure_config "$(broker_config "$i")" "$(broker_port "$i")" "$(launch_config "$i")"
         done
     fi
-    show "nohup bin/zookeeper-server-start.sh $zk_config > $log_dir/zookeeper-zookeeper.out &   # pid -> $run_dir/zookeeper-zookeeper.pid"
+    show "unless it runs: nohup bin/zookeeper-server-start.sh $zk_config > $log_dir/zookeeper-zookeeper.out &   # pid -> $run_dir/zookeeper-zookeeper.pid"
     show "wait until ZooKeeper on 127.0.0.1:$zk_port serves (ruok/srvr)"
-    for ((i = 0; i < brokers; i++)); do
+    for i in "${targets[@]}"; do
         cfg="$(launch_config "$i")"
         mapfile -t overrides < <(broker_overrides "$i")
+        case "$action" in
+            restart | rolling) show "stop broker $i if it runs (SIGTERM), then:" ;;
+            *) show "unless broker $i runs:" ;;
+        esac
         show "nohup bin/kafka-server-start.sh $cfg" "${overrides[@]}" \
-            "> $log_dir/broker-$(basename "$cfg" .properties).out &   # pid -> $run_dir/broker-$(basename "$cfg" .properties).pid"
+            "> $log_dir/broker-$(broker_name "$i").out &   # pid -> $(broker_pidfile "$i")"
+        case "$action" in
+            restart | rolling) show "wait until broker $i is registered and no partition is under-replicated" ;;
+        esac
     done
-    show "wait until $brokers brokers are in $zk_connect /brokers/ids and /controller exists"
+    show "wait until brokers ${targets[*]} are in $zk_connect /brokers/ids and /controller exists"
     [ "$rest" = 0 ] || start_rest "$bootstrap"
     echo "bootstrap servers: $bootstrap"
     [ "$secure" = 0 ] || secure_hint "$bootstrap"
@@ -391,25 +462,52 @@ if [ "$dry_run" = 1 ]; then
     exit 0
 fi
 
-# Refuse to start twice, or onto ports something else holds.
-for file in "$run_dir"/*.pid; do
-    [ -e "$file" ] || continue
-    if pid="$(strom_pid_of "$file")"; then
-        say "$(basename "$file" .pid) is already running (pid $pid, $file): stop with $stop_hint"
-        exit 1
+mkdir -p "$run_dir" "$log_dir"
+zk_running=0
+if alive "$run_dir/zookeeper-zookeeper.pid"; then
+    zk_running=1
+else
+    rm -f "$run_dir/zookeeper-zookeeper.pid"
+fi
+# Brokers already running are left alone (a start) or restarted (--restart, --rolling-restart).
+to_start=()
+for i in "${targets[@]}"; do
+    if pid="$(strom_pid_of "$(broker_pidfile "$i")")"; then
+        case "$action" in
+            restart | rolling) to_start+=("$i") ;;
+            *) say "broker $i is already running (pid $pid, $(broker_pidfile "$i"))" ;;
+        esac
+    else
+        rm -f "$(broker_pidfile "$i")"
+        to_start+=("$i")
     fi
-    rm -f "$file"
 done
-metrics_ports="$(for ((i = 0; i < brokers; i++)); do broker_metrics_port "$i"; done)"
-for port in "$zk_port" $(echo "$bootstrap" | tr ',' '\n' | sed 's/.*://') $metrics_ports; do
+for file in "$run_dir"/rest-*.pid; do
+    [ -e "$file" ] && ! alive "$file" && rm -f "$file"
+done
+if [ ${#to_start[@]} -eq 0 ] && [ "$zk_running" = 1 ] && { [ "$rest" = 0 ] || alive "$run_dir/rest-rest.pid"; }; then
+    say "the cluster is already running: nothing to start"
+    echo "bootstrap servers: $bootstrap"
+    echo "stop with: $stop_hint"
+    exit 0
+fi
+
+# Refuse to start onto ports something else holds (a broker to restart still holds its own).
+ports=()
+[ "$zk_running" = 1 ] || ports+=("$zk_port")
+for i in "${to_start[@]}"; do
+    strom_pid_of "$(broker_pidfile "$i")" >/dev/null && continue
+    ports+=("$(broker_port "$i")" $(broker_metrics_port "$i"))
+done
+for port in "${ports[@]}"; do
     if port_in_use "$port"; then
         say "127.0.0.1:$port is already in use (another cluster, or bin/start-cluster.sh --standalone?)"
         exit 1
     fi
 done
 
-mkdir -p "$run_dir" "$log_dir"
 generate_configs
+printf '%s\n' "${ids[*]}" > "$ids_file"
 
 started=()   # pid files of what this run started
 ok=0
@@ -432,8 +530,10 @@ on_exit() {
 trap on_exit EXIT
 trap 'exit 130' INT TERM
 
-launch zookeeper zookeeper bin/zookeeper-server-start.sh "$zk_config"
 deadline=$((SECONDS + timeout))
+if [ "$zk_running" = 0 ]; then
+    launch zookeeper zookeeper bin/zookeeper-server-start.sh "$zk_config"
+fi
 until zk_word "$zk_port" srvr | grep -q '^Mode:'; do
     if ! alive "$run_dir/zookeeper-zookeeper.pid"; then
         report_dead
@@ -447,73 +547,72 @@ until zk_word "$zk_port" srvr | grep -q '^Mode:'; do
 done
 say "ZooKeeper serves on 127.0.0.1:$zk_port"
 
-broker_pids=()
-for ((i = 0; i < brokers; i++)); do
-    cfg="$(launch_config "$i")"
-    mapfile -t overrides < <(broker_overrides "$i")
-    launch broker "$(basename "$cfg" .properties)" bin/kafka-server-start.sh "$cfg" "${overrides[@]}"
-    broker_pids+=("$(cat "$run_dir/broker-$(basename "$cfg" .properties).pid")")
-done
+now_ms() { date +%s%3N; }
+start_broker() {   # ID
+    local cfg
+    cfg="$(launch_config "$1")"
+    mapfile -t overrides < <(broker_overrides "$1")
+    launch broker "$(broker_name "$1")" bin/kafka-server-start.sh "$cfg" "${overrides[@]}"
+}
 
-say "waiting until $brokers brokers are registered in ZooKeeper ($zk_connect) and a controller is elected"
-if ! "$STROM_VENV/bin/python" - "$zk_connect" "$brokers" "$((deadline - SECONDS))" "${broker_pids[@]}" <<'EOF'
-import json, logging, os, sys, time
-from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
+# Wait until brokers IDS... are registered and a controller is elected.
+wait_registered() {   # SINCE_MS IDS...
+    local since=$1 pids=() i
+    shift
+    for i in "$@"; do pids+=("$(cat "$(broker_pidfile "$i")")"); done
+    say "waiting until brokers $* are registered in ZooKeeper ($zk_connect) and a controller is elected"
+    if ! "$STROM_VENV/bin/python" bin/_cluster-wait.py registered "$zk_connect" "$((deadline - SECONDS))" \
+        "$(IFS=,; echo "$*")" "$(IFS=,; echo "${pids[*]}")" "$since"; then
+        report_dead
+        exit 1
+    fi
+}
 
-logging.getLogger("kazoo").setLevel(logging.CRITICAL)
-connect, want, timeout, pids = sys.argv[1], int(sys.argv[2]), max(float(sys.argv[3]), 5.0), sys.argv[4:]
-hosts, slash, chroot = connect.partition("/")
-root = "/" + chroot.strip("/") if slash and chroot.strip("/") else ""
+# Stop broker ID if it runs (controlled shutdown), start it, wait until it is back in sync.
+restart_broker() {   # ID
+    local pidfile pid since
+    pidfile="$(broker_pidfile "$1")"
+    if pid="$(strom_pid_of "$pidfile")"; then
+        say "stopping broker $1 (pid $pid): controlled shutdown"
+        strom_stop "$pid"
+    fi
+    rm -f "$pidfile"
+    started=()
+    since="$(now_ms)"
+    start_broker "$1"
+    say "waiting until broker $1 is registered and no partition is under-replicated (up to ${timeout}s)"
+    if ! "$STROM_VENV/bin/python" bin/_cluster-wait.py in-sync "$zk_connect" "$timeout" "$1" "$(cat "$pidfile")" "$since"; then
+        report_dead
+        say "broker $1 is not back in sync; its output: $log_dir/broker-$(broker_name "$1").out"
+        ok=1   # leave it running: it may still catch up
+        exit 1
+    fi
+}
 
-def running(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+case "$action" in
+    start | broker | add)
+        since="$(now_ms)"
+        for i in "${to_start[@]}"; do start_broker "$i"; done
+        [ ${#to_start[@]} -eq 0 ] || wait_registered "$since" "${to_start[@]}"
+        ;;
+    restart)
+        restart_broker "$target"
+        ;;
+    rolling)
+        # The controller last, so that the controller moves once (Kafka's advice).
+        controller="$("$STROM_VENV/bin/python" bin/_cluster-wait.py controller "$zk_connect")"
+        order=()
+        for i in "${ids[@]}"; do [ "$i" = "$controller" ] || order+=("$i"); done
+        [ -z "$controller" ] || order+=("$controller")
+        for i in "${order[@]}"; do
+            say "rolling restart: broker $i"
+            restart_broker "$i"
+        done
+        say "rolling restart done: brokers ${order[*]}"
+        ;;
+esac
 
-zk = KazooClient(hosts=hosts, timeout=10.0)
-zk.start(timeout=15)
-deadline, ids, controller, said = time.monotonic() + timeout, [], None, 0.0
-try:
-    while True:
-        dead = [p for p in pids if not running(p)]
-        if dead:
-            print(f"[strom] broker process(es) {' '.join(dead)} exited", file=sys.stderr)
-            sys.exit(2)
-        try:
-            ids = sorted(int(c) for c in zk.get_children(root + "/brokers/ids"))
-        except NoNodeError:
-            ids = []
-        try:
-            controller = json.loads(zk.get(root + "/controller")[0])["brokerid"]
-        except (NoNodeError, ValueError, KeyError, TypeError):
-            controller = None
-        if len(ids) >= want and controller is not None:
-            print(f"[strom] brokers {ids} registered; broker {controller} is the controller",
-                  file=sys.stderr)
-            sys.exit(0)
-        now = time.monotonic()
-        if now >= deadline:
-            print(f"[strom] after {timeout:.0f}s: registered brokers {ids}, controller {controller}",
-                  file=sys.stderr)
-            sys.exit(1)
-        if now - said >= 10:
-            said = now
-            print(f"[strom] registered so far: {ids or 'none'}; controller: {controller}",
-                  file=sys.stderr)
-        time.sleep(0.2)
-finally:
-    zk.stop()
-    zk.close()
-EOF
-then
-    report_dead
-    exit 1
-fi
-
-if [ "$rest" = 1 ] && ! start_rest "$bootstrap"; then
+if [ "$rest" = 1 ] && ! alive "$run_dir/rest-rest.pid" && ! start_rest "$bootstrap"; then
     exit 1
 fi
 ok=1

@@ -5,18 +5,22 @@
 # something else) are removed untouched.
 #
 #   bin/stop-cluster.sh [--data-dir DIR]     DIR: as given to bin/start-cluster.sh (./data)
+#   bin/stop-cluster.sh --broker ID [--data-dir DIR]   only broker ID (controlled shutdown);
+#                                            bin/start-cluster.sh starts it again
 #
 # Brokers get SIGTERM together and $STROM_STOP_TIMEOUT seconds (30) to shut down before SIGKILL.
 set -euo pipefail
 usage() {
-    sed -n '2,9s/^# \{0,1\}//p' "$0" >&2
+    sed -n '2,11s/^# \{0,1\}//p' "$0" >&2
     exit "${1:-1}"
 }
-data_dir=""
+data_dir="" broker=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --data-dir) [ $# -ge 2 ] || usage; data_dir=$2; shift 2 ;;
         --data-dir=*) data_dir=${1#*=}; shift ;;
+        --broker) [ $# -ge 2 ] || usage; broker=$2; shift 2 ;;
+        --broker=*) broker=${1#*=}; shift ;;
         -h | --help) usage 0 ;;
         *) echo "$0: unknown argument: $1" >&2; usage ;;
     esac
@@ -45,6 +49,21 @@ stop_kind() {
     stopped=$((stopped + ${#pids[@]}))
 }
 
+if [ -n "$broker" ]; then
+    [[ "$broker" =~ ^[0-9]+$ ]] || { echo "$0: --broker wants a broker id, not '$broker'" >&2; exit 1; }
+    # broker-server-ID.pid: the configs are server-ID.properties (secured copies too)
+    file="$run_dir/broker-server-$broker.pid"
+    if pid="$(strom_pid_of "$file")"; then
+        say "stopping broker $broker (pid $pid): controlled shutdown"
+        strom_stop "$pid"
+        rm -f "$file"
+        say "stopped broker $broker; start it again with bin/start-cluster.sh --broker $broker"
+        exit 0
+    fi
+    rm -f "$file"
+    say "broker $broker is not running (no live process in $file)"
+    exit 1
+fi
 stop_kind rest
 stop_kind broker
 stop_kind zookeeper
