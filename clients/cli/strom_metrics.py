@@ -7,11 +7,19 @@ Finds the brokers with a Metadata request, asks each one for its `metrics.port` 
 DescribeConfigs (broker resource: a broker describes its own static config), reads
 http://<broker host>:<metrics.port>/metrics.json twice `--interval` seconds apart (rates
 come from the difference), and prints brokers, controller, partitions, under-replicated,
-under-min-ISR and offline partitions, messages/s and MB/s in and out, per-broker figures and
+under-min-ISR and offline partitions, messages/s and MB/s in and out, per-broker figures
+(leaders, partitions, under-replicated, the replica fetcher's MaxLag, rates, connections,
+event-loop lag, memory, ZooKeeper session state, the least free space of its log dirs) and
 the groups with the most lag. `--watch` repeats every SECONDS (default 5) until Ctrl-C or
 `--count` screens; rates then come from consecutive screens.
 
-Exit status: 0, or 1 when no broker could be reached or none serves metrics.
+The brokers expected are those registered in ZooKeeper (the Metadata response's live
+brokers) and every broker a partition's replica list names (Metadata lists replicas on dead
+brokers too): a dead broker that still hosts replicas is expected, so it is counted and named
+as not reporting, with why and how many replicas it hosts.
+
+Exit status (without --watch): 0 when every expected broker reports, 2 when one or more do
+not (named on the `brokers` line), 1 when no broker could be reached or none serves metrics.
 Only the stdlib, the JSON endpoints and strom's client core are used.
 """
 from __future__ import annotations
@@ -22,15 +30,20 @@ import json
 import sys
 import time
 import urllib.request
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 from clients.aio.client import KafkaClient
+from clients.aio.metadata import ClusterMetadata
 from clients.cli.common import SECURITY_HELP, read_config_file
 from clients.config import resolve
 
 BROKER_RESOURCE = 4
 MB = 1_000_000
+
+
+NOT_REGISTERED = "not registered in ZooKeeper"
 
 
 @dataclass
@@ -40,7 +53,9 @@ class BrokerView:
     port: int
     metrics_port: int | None = None
     doc: dict[str, Any] | None = None
-    error: str | None = None
+    error: str | None = None    # why it has no figures, in a few words
+    detail: str = ""            # and the failure behind that, for the broker table
+    replicas: int = 0           # partition replicas the cluster's metadata places on it
 
 
 @dataclass
@@ -79,18 +94,33 @@ def samples(doc: dict[str, Any] | None, family: str) -> list[tuple[dict[str, str
 
 # ---------------------------------------------------------------------------- discovery
 
+def expected_brokers(cluster: ClusterMetadata) -> list[BrokerView]:
+    """Every broker the cluster expects, by id: the live ones (registered in ZooKeeper) and
+    any other that a partition's replica list names (dead: no address, an error saying so)."""
+    hosted = Counter(r for t in cluster.topics.values() for p in t.partitions.values() for r in p.replicas)
+    views = []
+    for broker_id in sorted(set(cluster.brokers) | set(hosted)):
+        b = cluster.brokers.get(broker_id)
+        v = BrokerView(broker_id, b.host, b.port) if b is not None else \
+            BrokerView(broker_id, "?", 0, error=NOT_REGISTERED)
+        v.replicas = hosted.get(broker_id, 0)
+        views.append(v)
+    return views
+
+
 async def discover(bootstrap: str, timeout: float,
                    extra: dict[str, str] | None = None) -> tuple[list[BrokerView], int]:
-    """Live brokers (Metadata) and each one's metrics.port (DescribeConfigs to itself);
-    `extra`: client configs (the --command-config file: security settings)."""
+    """The expected brokers (expected_brokers) and each live one's metrics.port
+    (DescribeConfigs to itself); `extra`: client configs (the --command-config file:
+    security settings)."""
     client = KafkaClient(resolve("admin", {**(extra or {}), "bootstrap.servers": bootstrap,
                                            "client.id": "strom-metrics",
                                            "request.timeout.ms": int(timeout * 1000)}))
+    client.metadata.all_topics = True      # every partition's replicas name the expected brokers
     try:
         await client.start()
         cluster = client.cluster
-        views = [BrokerView(b.node_id, b.host, b.port) for b in sorted(cluster.brokers.values(),
-                                                                        key=lambda b: b.node_id)]
+        views = expected_brokers(cluster)
 
         async def port_of(v: BrokerView) -> None:
             try:
@@ -109,9 +139,9 @@ async def discover(bootstrap: str, timeout: float,
                 else:
                     v.metrics_port = port
             except Exception as e:    # one broker's failure must not hide the others
-                v.error = f"DescribeConfigs failed: {e}"
+                v.error, v.detail = f"no answer on {v.host}:{v.port}", f"DescribeConfigs: {e}"
 
-        await asyncio.gather(*(port_of(v) for v in views))
+        await asyncio.gather(*(port_of(v) for v in views if v.broker_id in cluster.brokers))
         return views, cluster.controller_id
     finally:
         await client.close()
@@ -126,13 +156,14 @@ async def sample(views: list[BrokerView], controller_id: int, timeout: float) ->
     snap = Snapshot(time.monotonic(), controller_id=controller_id)
 
     async def one(v: BrokerView) -> BrokerView:
-        out = BrokerView(v.broker_id, v.host, v.port, v.metrics_port, None, v.error)
+        out = BrokerView(v.broker_id, v.host, v.port, v.metrics_port, None, v.error, v.detail, v.replicas)
         if v.metrics_port is not None:
             try:
                 out.doc = await asyncio.to_thread(fetch_json, v.host, v.metrics_port, timeout)
-                out.error = None
+                out.error, out.detail = None, ""
             except Exception as e:
-                out.error = f"http://{v.host}:{v.metrics_port}/metrics.json: {e}"
+                out.error = f"no answer from http://{v.host}:{v.metrics_port}/metrics.json"
+                out.detail = str(e)
         return out
 
     snap.brokers = list(await asyncio.gather(*(one(v) for v in views)))
@@ -158,6 +189,24 @@ def _fmt(x: float | None, spec: str) -> str:
     return "-" if x is None else format(x, spec)
 
 
+def brokers_line(cur: Snapshot) -> str:
+    """`brokers 2/3 reporting; not reporting: 2 (not registered in ZooKeeper; hosts 14 replicas)`."""
+    up = sum(1 for b in cur.brokers if b.doc is not None)
+    line = f"brokers {up}/{len(cur.brokers)} reporting"
+    missing = [b for b in cur.brokers if b.doc is None]
+    if missing:
+        line += "; not reporting: " + ", ".join(
+            f"{b.broker_id} ({b.error or 'no metrics'}; hosts {b.replicas} replicas)" for b in missing)
+    return line
+
+
+def zk_state(doc: dict[str, Any]) -> str:
+    """The broker's ZooKeeper session state ("-" standalone)."""
+    on = [labels.get("state", "?") for labels, v in samples(doc, "kafka_server_sessionexpirelistener_sessionstate")
+          if v == 1]
+    return on[0] if on else "-"
+
+
 def render(cur: Snapshot, prev: Snapshot | None, bootstrap: str, top: int) -> str:
     up = [b for b in cur.brokers if b.doc is not None]
     docs = [b.doc for b in cur.brokers if b.doc is not None]
@@ -174,13 +223,13 @@ def render(cur: Snapshot, prev: Snapshot | None, bootstrap: str, top: int) -> st
     when = time.strftime("%H:%M:%S")
     span = f", rates over {cur.time_s - prev.time_s:.1f} s" if prev is not None else ""
     lines.append(f"strom cluster at {bootstrap}  ({when}{span})")
+    lines.append(brokers_line(cur))
     ctl = ",".join(map(str, active)) if active else "none"
     warn = "" if len(active) == 1 else f"  !! {len(active)} active controllers"
     partitions = (value(ctl_doc, "kafka_controller_kafkacontroller_globalpartitioncount")
                   if ctl_doc else tot("kafka_server_replicamanager_leadercount"))
     topics = value(ctl_doc, "kafka_controller_kafkacontroller_globaltopiccount") if ctl_doc else 0
-    lines.append(f"brokers {len(up)}/{len(cur.brokers)} reporting   controller {ctl}{warn}   "
-                 f"topics {topics:.0f}   partitions {partitions:.0f}   "
+    lines.append(f"controller {ctl}{warn}   topics {topics:.0f}   partitions {partitions:.0f}   "
                  f"leaders {tot('kafka_server_replicamanager_leadercount'):.0f}")
     lines.append(f"under-replicated {tot('kafka_server_replicamanager_underreplicatedpartitions'):.0f}   "
                  f"under-min-isr {tot('kafka_server_replicamanager_underminisrpartitioncount'):.0f}   "
@@ -195,25 +244,30 @@ def render(cur: Snapshot, prev: Snapshot | None, bootstrap: str, top: int) -> st
                  f"(totals: {tot('kafka_server_brokertopicmetrics_messagesin'):.0f} msgs, "
                  f"{tot('kafka_server_brokertopicmetrics_bytesin') / MB:.2f} MB in)")
     lines.append("")
-    lines.append(f"{'broker':>6} {'address':<21} {'leaders':>7} {'parts':>5} {'urp':>4} "
-                 f"{'msgs/s':>9} {'MB/s in':>8} {'MB/s out':>8} {'conns':>5} {'loop lag ms':>11} {'rss MB':>7}")
+    lines.append(f"{'broker':>6} {'address':<21} {'leaders':>7} {'parts':>5} {'urp':>4} {'maxlag':>7} "
+                 f"{'msgs/s':>9} {'MB/s in':>8} {'MB/s out':>8} {'conns':>5} {'loop lag ms':>11} "
+                 f"{'rss MB':>7} {'zk':>10} {'disk free GB':>12}")
     for b in cur.brokers:
-        addr = f"{b.host}:{b.port}"
+        addr = f"{b.host}:{b.port}" if b.port else "-"
         if b.doc is None:
-            lines.append(f"{b.broker_id:>6} {addr:<21} {b.error or 'no metrics'}")
+            lines.append(f"{b.broker_id:>6} {addr:<21} {b.error or 'no metrics'}; hosts {b.replicas} replicas"
+                         + (f" ({b.detail})" if b.detail else ""))
             continue
         d = b.doc
         conns = sum(v for _, v in samples(d, "kafka_server_socket_server_metrics_connection_count"))
         r_in = rate(prev, cur, b.broker_id, "kafka_server_brokertopicmetrics_bytesin")
         r_out = rate(prev, cur, b.broker_id, "kafka_server_brokertopicmetrics_bytesout")
+        free = [v for _, v in samples(d, "strom_log_dir_usable_bytes")]
         lines.append(
             f"{b.broker_id:>6} {addr:<21} {value(d, 'kafka_server_replicamanager_leadercount'):>7.0f} "
             f"{value(d, 'kafka_server_replicamanager_partitioncount'):>5.0f} "
             f"{value(d, 'kafka_server_replicamanager_underreplicatedpartitions'):>4.0f} "
+            f"{value(d, 'kafka_server_replicafetchermanager_maxlag', {'clientId': 'Replica'}):>7.0f} "
             f"{_fmt(rate(prev, cur, b.broker_id, 'kafka_server_brokertopicmetrics_messagesin'), '>9.1f')} "
             f"{_fmt(r_in and r_in / MB, '>8.3f')} {_fmt(r_out and r_out / MB, '>8.3f')} {conns:>5.0f} "
             f"{value(d, 'strom_event_loop_lag_max_seconds') * 1000:>11.1f} "
-            f"{value(d, 'process_resident_memory_bytes') / MB:>7.1f}")
+            f"{value(d, 'process_resident_memory_bytes') / MB:>7.1f} {zk_state(d):>10} "
+            f"{_fmt(min(free) / 1e9 if free else None, '>12.1f')}")
     lags: dict[str, float] = {}
     for d in docs:
         for labels, v in samples(d, "kafka_consumergroup_lag_sum"):
@@ -258,7 +312,8 @@ async def run(args: argparse.Namespace) -> int:
         return 1
     if not any(v.metrics_port for v in views):
         for v in views:
-            print(f"broker {v.broker_id} ({v.host}:{v.port}): {v.error}", file=sys.stderr)
+            print(f"broker {v.broker_id} ({v.host}:{v.port}): {v.error}"
+                  + (f" ({v.detail})" if v.detail else ""), file=sys.stderr)
         print("strom-metrics: no broker serves metrics (set metrics.port)", file=sys.stderr)
         return 1
     if args.watch is None:
@@ -268,7 +323,9 @@ async def run(args: argparse.Namespace) -> int:
             await asyncio.sleep(args.interval)
         cur = await sample(views, controller_id, args.timeout)
         print(render(cur, prev, args.bootstrap_server, args.top), flush=True)
-        return 0 if any(b.doc for b in cur.brokers) else 1
+        if not any(b.doc for b in cur.brokers):
+            return 1
+        return 2 if any(b.doc is None for b in cur.brokers) else 0
     prev = None
     shown = 0
     while args.count is None or shown < args.count:

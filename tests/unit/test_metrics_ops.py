@@ -191,3 +191,29 @@ def test_readyz_is_not_served_without_a_readiness_source():
             await server.stop()
 
     asyncio.run(main())
+
+
+# ------------------------------------------------------------------ strom-metrics: expected brokers
+
+def test_the_summary_names_a_dead_broker_that_hosts_replicas():
+    from clients.aio.metadata import BrokerInfo as Node, ClusterMetadata, PartitionInfo as Part, TopicInfo
+    from clients.cli.strom_metrics import BrokerView, Snapshot, brokers_line, expected_brokers, render
+
+    parts = {i: Part("t", i, i % 2, 0, (i % 2, (i + 1) % 2, 2), (0, 1)) for i in range(4)}
+    cluster = ClusterMetadata({0: Node(0, "h", 1), 1: Node(1, "h", 2)}, {"t": TopicInfo("t", parts)})
+    views = expected_brokers(cluster)
+    assert [(v.broker_id, v.replicas, v.error) for v in views] == [
+        (0, 4, None), (1, 4, None), (2, 4, "not registered in ZooKeeper")]
+    doc = {"timestamp_ms": 0, "metrics": {}}
+    views[0].doc = doc
+    views[1].error, views[1].detail = "no answer from http://h:9405/metrics.json", "Connection refused"
+    cur = Snapshot(0.0, views)
+    assert brokers_line(cur) == (
+        "brokers 1/3 reporting; not reporting: 1 (no answer from http://h:9405/metrics.json; hosts 4 replicas), "
+        "2 (not registered in ZooKeeper; hosts 4 replicas)")
+    text = render(cur, None, "h:1", top=5)
+    assert "     2 -                     not registered in ZooKeeper; hosts 4 replicas\n" in text
+    assert "     1 h:2                   no answer from http://h:9405/metrics.json; hosts 4 replicas " \
+           "(Connection refused)\n" in text
+    everyone = Snapshot(0.0, [BrokerView(0, "h", 1, 9404, doc)])
+    assert brokers_line(everyone) == "brokers 1/1 reporting"
