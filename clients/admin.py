@@ -169,6 +169,12 @@ class AdminClient:
         return dict(self._run(self._admin.elect_leaders(
             election_type, None if partitions is None else list(partitions), timeout)))
 
+    # ------------------------------------------------------------------ group offsets deleted
+
+    def delete_consumer_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition]
+                                      ) -> dict[TopicPartition, Exception | None]:
+        return dict(self._run(self._admin.delete_consumer_group_offsets(group_id, list(partitions))))
+
 
 async def _make(config: Mapping[str, Any] | None, kwargs: dict[str, Any]) -> AsyncAdminClient:
     # Built on the loop thread so every asyncio object belongs to that loop.

@@ -986,6 +986,39 @@ class AsyncAdminClient:
             return out
         return await self._retrying("elect_leaders", deadline, attempt)
 
+    # ------------------------------------------------------------------ group offsets deleted
+
+    async def delete_consumer_group_offsets(self, group_id: str,
+                                            partitions: Iterable[TopicPartition]
+                                            ) -> dict[TopicPartition, KafkaError | None]:
+        """OffsetDelete to the group's coordinator, as Kafka's Admin.deleteConsumerGroupOffsets:
+        per partition None (its committed offset is gone) or why not, e.g.
+        GroupSubscribedToTopicError while a member of the group subscribes to the topic. A
+        refusal of the whole group raises (GroupIdNotFoundError, GroupAuthorizationFailedError,
+        NonEmptyGroupError for a group of another protocol with members)."""
+        asked = list(dict.fromkeys(partitions))
+        deadline = self._deadline(None)
+        by_topic: dict[str, list[dict]] = {}
+        for tp in asked:
+            by_topic.setdefault(tp.topic, []).append({"partition_index": tp.partition})
+        body = {"group_id": group_id,
+                "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+
+        async def call(node: int) -> dict[TopicPartition, KafkaError | None]:
+            resp = await self._send(node, "OffsetDelete", lambda v: body, deadline)
+            self._check_group_code(resp.error_code, group_id)
+            out: dict[TopicPartition, KafkaError | None] = {}
+            for t in resp.topics:
+                for p in t.partitions:
+                    tp = TopicPartition(t.name, p.partition_index)
+                    if p.error_code in _RETRY_CODES:
+                        raise _Retry(_error(p.error_code, f"group {group_id} partition {tp}"))
+                    out[tp] = (_error(p.error_code, f"group {group_id} partition "
+                                                    f"{t.name}-{p.partition_index}")
+                               if p.error_code else None)
+            return out
+        return await self._group_call("delete_consumer_group_offsets", group_id, deadline, call)
+
 
 def _supported(conn: BrokerConnection) -> set[str]:
     """Names of the APIs a connection's broker advertises."""

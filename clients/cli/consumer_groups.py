@@ -1,4 +1,4 @@
-"""kafka-consumer-groups: list, describe and delete consumer groups; reset their offsets.
+"""kafka-consumer-groups: list, describe and delete consumer groups; reset or delete their offsets.
 
     kafka-consumer-groups --bootstrap-server H:P --list [--state [STATE,...]]
     kafka-consumer-groups ... --describe (--group G... | --all-groups) [--members [--verbose] | --state]
@@ -7,11 +7,13 @@
          | --to-datetime YYYY-MM-DDTHH:mm:SS.sss[Z|+hh:mm] | --by-duration PnDTnHnMnS)
         [--dry-run (default) | --execute] [--export]
     kafka-consumer-groups ... --delete (--group G... | --all-groups)
+    kafka-consumer-groups ... --delete-offsets --group G --topic T[:P,P]...
 
 Output and messages follow Kafka's ConsumerGroupCommand (column tables with a leading blank
 line; "Consumer group 'g' has no active members." on stderr). Offsets can only be reset while
 the group has no members; a reset target is clamped to [log start, log end], as Kafka does.
-Errors are one `Error: ...` line, exit 1.
+Errors are one `Error: ...` line, exit 1; --delete-offsets prints its per-partition table even
+then (Kafka exits 0 there; strom exits 1 when anything was refused).
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from .common import CliError, ToolParser, add_connection_args, admin_client, run
 
 if TYPE_CHECKING:
     from clients.admin import AdminClient
+    from clients.protocol.errors import KafkaError
     from clients.aio.admin import GroupDescription, MemberDescription
     from clients.types import OffsetAndMetadata, TopicPartition
 
@@ -45,10 +48,14 @@ def build_parser() -> ToolParser:
     actions.add_argument("--delete", action="store_true", help="Delete consumer group(s).")
     actions.add_argument("--reset-offsets", action="store_true",
                          help="Reset the offsets of a group (dry run unless --execute).")
+    actions.add_argument("--delete-offsets", action="store_true",
+                         help="Delete the committed offsets of a group's topics (--topic); "
+                              "refused for topics its active members subscribe to.")
     p.add_argument("--group", action="append", default=[], help="The consumer group (repeatable).")
     p.add_argument("--all-groups", action="store_true", help="Apply to all consumer groups.")
     p.add_argument("--topic", action="append", default=[], metavar="TOPIC[:P,P]",
-                   help="With --reset-offsets: a topic, optionally with partitions (repeatable).")
+                   help="With --reset-offsets or --delete-offsets: a topic, optionally with "
+                        "partitions (repeatable).")
     p.add_argument("--all-topics", action="store_true",
                    help="With --reset-offsets: every topic the group has committed offsets for.")
     p.add_argument("--members", action="store_true", help="With --describe: list members.")
@@ -87,7 +94,13 @@ def check_args(args: argparse.Namespace) -> None:
         raise CliError("--group or --all-groups is required with --describe, --delete and --reset-offsets")
     if args.group and args.all_groups:
         raise CliError("--group and --all-groups can't be used together")
-    if args.reset_offsets:
+    if args.delete_offsets:
+        if len(args.group) != 1 or not args.topic:
+            raise CliError("Option [delete-offsets] takes the following options: "
+                           "[bootstrap-server], [group], [topic]")
+        if args.all_groups or args.all_topics or reset_spec(args) is not None:
+            raise CliError("--delete-offsets takes one --group and --topic only")
+    elif args.reset_offsets:
         if len(args.group) > 1:
             raise CliError("--reset-offsets takes one --group (or --all-groups)")
         if not args.topic and not args.all_topics:
@@ -428,6 +441,71 @@ def _do_delete(admin: AdminClient, args: argparse.Namespace, out) -> int:
     return 0
 
 
+# What Kafka's ConsumerGroupCommand says of a refusal of the whole group.
+_DELETE_OFFSETS_REFUSALS = {
+    "INVALID_GROUP_ID": "'{group}' is not valid.",
+    "GROUP_ID_NOT_FOUND": "'{group}' does not exist.",
+    "GROUP_AUTHORIZATION_FAILED": "Access to '{group}' is not authorized.",
+    "NON_EMPTY_GROUP": "Deleting offsets of a consumer group '{group}' is forbidden if the "
+                       "group is not empty.",
+}
+DELETE_OFFSETS_HEADER = ("TOPIC", "PARTITION", "STATUS")
+DELETE_OFFSETS_WIDTHS = (30, 15, 15)
+
+
+def _do_delete_offsets(admin: AdminClient, args: argparse.Namespace, out) -> int:
+    """Kafka's ConsumerGroupCommand.deleteOffsets: a topic named without partitions means all
+    of its partitions; one status row per partition, sorted."""
+    from clients.protocol.errors import KafkaError
+    from clients.types import TopicPartition
+
+    group = args.group[0]
+    results: dict[Any, Exception | None] = {}
+    tps: list[TopicPartition] = []
+    scopes = [parse_topic_scope(t) for t in args.topic]
+    whole = sorted({t for t, parts in scopes if parts is None})
+    existing = set(admin.list_topics(include_internal=True)) if whole else set()
+    descs = admin.describe_topics([t for t in whole if t in existing]) if whole else {}
+    for topic, parts in scopes:
+        if parts is not None:
+            tps += [TopicPartition(topic, p) for p in parts]
+        elif topic in descs:
+            tps += [TopicPartition(topic, p.partition) for p in descs[topic].partitions]
+        else:
+            results[(topic, -1)] = _unknown_topic(topic)
+    top: KafkaError | None = None
+    try:
+        results.update(admin.delete_consumer_group_offsets(group, tps))
+    except KafkaError as e:
+        top = e
+        results.update({tp: e for tp in tps})
+    failed = [err for err in results.values() if err is not None]
+    if top is not None:
+        message = _DELETE_OFFSETS_REFUSALS.get(top.name, f"Encounter some unknown error: {top.name}")
+        print(ERROR_PREFIX + message.format(group=group), file=sys.stderr)
+    elif failed:
+        print(ERROR_PREFIX + "Encounter some partition level error, see the follow-up details:",
+              file=sys.stderr)
+    else:
+        print(f"Request succeed for deleting offsets with topic {', '.join(args.topic)} "
+              f"group {group}", file=out)
+    rows = []
+    for tp, err in sorted(results.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+        topic, partition = tp[0], tp[1]
+        status = "Successful" if err is None else f"Error: :{getattr(err, 'name', '')}: {err}"
+        rows.append((topic, partition if partition >= 0 else "Not Provided", status))
+    for line in format_table(DELETE_OFFSETS_HEADER, rows, DELETE_OFFSETS_WIDTHS):
+        print(line, file=out)
+    return 1 if failed else 0
+
+
+def _unknown_topic(topic: str) -> KafkaError:
+    """The error Kafka's describeTopics gives a topic that does not exist."""
+    from clients.protocol.errors import Code, for_code
+    return for_code(Code.UNKNOWN_TOPIC_OR_PARTITION)(
+        f"This server does not host this topic-partition: {topic}")
+
+
 def _reset_partitions(admin: AdminClient, args: argparse.Namespace,
                       committed: dict[TopicPartition, OffsetAndMetadata]) -> list[TopicPartition]:
     from clients.types import TopicPartition
@@ -511,6 +589,8 @@ def run(args: argparse.Namespace, out=None) -> int:
             return _do_describe(admin, args, out)
         if args.delete:
             return _do_delete(admin, args, out)
+        if args.delete_offsets:
+            return _do_delete_offsets(admin, args, out)
         return _do_reset(admin, args, out)
 
 

@@ -14,6 +14,7 @@ from clients.protocol.errors import Code
 
 from ...group.coordinator import GroupCoordinator
 from ...group.offsets import OFFSETS_TOPIC
+from ...metadata_cache import MetadataCache
 from ...security.authorizer import Authorizer
 from ...txn.verifier import TxnVerifier
 from ..authz import authorized, authorized_names
@@ -22,6 +23,7 @@ from ..dispatch import RequestContext, handles
 
 class OffsetCommitServices(Protocol):
     groups: GroupCoordinator
+    metadata: MetadataCache
     txn_verifier: TxnVerifier
     authorizer: Authorizer
 
@@ -181,10 +183,18 @@ async def offset_delete(services: OffsetCommitServices, request, ctx: RequestCon
     if not _may_group(services, ctx, AclOperation.DELETE, request.group_id):
         return {"error_code": Code.GROUP_AUTHORIZATION_FAILED, "throttle_time_ms": 0, "topics": []}
     refused = _unreadable_topics(services, ctx, request)
-    tps = [(t.name, p.partition_index) for t in request.topics if t.name not in refused for p in t.partitions]
+    codes: dict[tuple[str, int], int] = {}
+    tps = []
+    for t in request.topics:
+        for p in t.partitions:
+            tp = (t.name, p.partition_index)
+            if t.name in refused:
+                codes[tp] = Code.TOPIC_AUTHORIZATION_FAILED
+            elif services.metadata.partition(*tp) is None:     # as Kafka: not in the metadata
+                codes[tp] = Code.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                tps.append(tp)
     code, results = await services.groups.delete_offsets(request.group_id, tps)
     if code:
         return {"error_code": code, "throttle_time_ms": 0, "topics": []}
-    codes = {(t.name, p.partition_index): Code.TOPIC_AUTHORIZATION_FAILED
-             for t in request.topics if t.name in refused for p in t.partitions}
     return {"error_code": 0, "throttle_time_ms": 0, "topics": _by_partition(request, {**results, **codes})}
