@@ -47,7 +47,7 @@ SECURITY_HELP = ("Security settings go here too: security.protocol, sasl.mechani
 DEFAULT_TIMEOUT = 10.0
 # How long connections that are all refused are retried (a broker may be binding its port)
 # before a tool gives up: well inside the second Kafka users expect a refusal to take.
-REFUSED_GRACE = 0.3
+REFUSED_GRACE = 0.2
 ZOOKEEPER_REMOVED = ("--zookeeper is not supported: it was removed in Kafka 3.0; use "
                      "--bootstrap-server HOST:PORT (a broker's address, e.g. 127.0.0.1:9092) instead")
 
