@@ -13,10 +13,11 @@ event-loop lag, memory, ZooKeeper session state, the least free space of its log
 the groups with the most lag. `--watch` repeats every SECONDS (default 5) until Ctrl-C or
 `--count` screens; rates then come from consecutive screens.
 
-The brokers expected are those registered in ZooKeeper (the Metadata response's live
-brokers) and every broker a partition's replica list names (Metadata lists replicas on dead
-brokers too): a dead broker that still hosts replicas is expected, so it is counted and named
-as not reporting, with why and how many replicas it hosts.
+The brokers expected are the live ones (the Metadata response's brokers: those registered in
+ZooKeeper that the controller has not found dead) and every broker a partition's replica list
+names (Metadata lists replicas on dead brokers too): a dead broker that still hosts replicas
+is expected, so it is counted and named as not reporting, with why and how many replicas it
+hosts.
 
 Exit status (without --watch): 0 when every expected broker reports, 2 when one or more do
 not (named on the `brokers` line), 1 when no broker could be reached or none serves metrics.
@@ -43,7 +44,7 @@ BROKER_RESOURCE = 4
 MB = 1_000_000
 
 
-NOT_REGISTERED = "not registered in ZooKeeper"
+NOT_LIVE = "not live: the controller counts it dead"
 
 
 @dataclass
@@ -95,14 +96,14 @@ def samples(doc: dict[str, Any] | None, family: str) -> list[tuple[dict[str, str
 # ---------------------------------------------------------------------------- discovery
 
 def expected_brokers(cluster: ClusterMetadata) -> list[BrokerView]:
-    """Every broker the cluster expects, by id: the live ones (registered in ZooKeeper) and
-    any other that a partition's replica list names (dead: no address, an error saying so)."""
+    """Every broker the cluster expects, by id: the live ones and any other that a
+    partition's replica list names (dead: no address, an error saying so)."""
     hosted = Counter(r for t in cluster.topics.values() for p in t.partitions.values() for r in p.replicas)
     views = []
     for broker_id in sorted(set(cluster.brokers) | set(hosted)):
         b = cluster.brokers.get(broker_id)
         v = BrokerView(broker_id, b.host, b.port) if b is not None else \
-            BrokerView(broker_id, "?", 0, error=NOT_REGISTERED)
+            BrokerView(broker_id, "?", 0, error=NOT_LIVE)
         v.replicas = hosted.get(broker_id, 0)
         views.append(v)
     return views
@@ -186,11 +187,12 @@ def rate(prev: Snapshot | None, cur: Snapshot, broker_id: int, family: str) -> f
 
 
 def _fmt(x: float | None, spec: str) -> str:
-    return "-" if x is None else format(x, spec)
+    """`x` in `spec`; unknown (None) is "-", in the same width."""
+    return format("-", spec.split(".")[0]) if x is None else format(x, spec)
 
 
 def brokers_line(cur: Snapshot) -> str:
-    """`brokers 2/3 reporting; not reporting: 2 (not registered in ZooKeeper; hosts 14 replicas)`."""
+    """`brokers 2/3 reporting; not reporting: 2 (not live: the controller counts it dead; hosts 14 replicas)`."""
     up = sum(1 for b in cur.brokers if b.doc is not None)
     line = f"brokers {up}/{len(cur.brokers)} reporting"
     missing = [b for b in cur.brokers if b.doc is None]

@@ -1,6 +1,5 @@
 """What an on-call engineer looks for, against real brokers and a real ZooKeeper:
-`bin/strom-metrics.sh` names a killed broker (expected: registered in ZooKeeper or hosting
-replicas) and the leader's per-partition under-replicated gauge says 1; a follower that falls
+`bin/strom-metrics.sh` names a killed broker (expected: live or hosting replicas) and the leader's per-partition under-replicated gauge says 1; a follower that falls
 behind shows MaxLag > 0 and is not ready until it is back in the ISR, then MaxLag is 0 and
 /readyz 200; the ZooKeeper session is CONNECTED and its request latency count grows; idle summaries print
 no NaN; a standalone broker answers /healthz and /readyz."""
@@ -86,8 +85,8 @@ def test_strom_metrics_names_the_dead_broker_and_the_leader_reports_it_under_rep
                      for p in t.partitions.values())
         led_by_0 = next(p for p in range(6) if c.leader("ops", p) == 0)
         c.kill9(victim)
-        # At once: the broker may still be registered (its session lives until it expires),
-        # but it is expected and silent either way.
+        # At once: the controller may not have counted it dead yet, but it is expected and
+        # silent either way.
         at_once = strom_metrics(c.bootstrap_except(victim))
         print(f"\njust after kill -9 of broker {victim}: {brokers_line(at_once.stdout)}")
         assert at_once.returncode == 2, at_once.stdout + at_once.stderr
@@ -99,7 +98,7 @@ def test_strom_metrics_names_the_dead_broker_and_the_leader_reports_it_under_rep
         print(f"its session expired: {line}\n{out.stdout}")
         assert out.returncode == 2, out.stdout + out.stderr
         assert line == (f"brokers 2/3 reporting; not reporting: {victim} "
-                        f"(not registered in ZooKeeper; hosts {hosted} replicas)")
+                        f"(not live: the controller counts it dead; hosts {hosted} replicas)")
         assert hosted >= 6
 
         # The leader of a partition that lost its follower: under-replicated, ISR 2 of 3.

@@ -203,16 +203,16 @@ def test_the_summary_names_a_dead_broker_that_hosts_replicas():
     cluster = ClusterMetadata({0: Node(0, "h", 1), 1: Node(1, "h", 2)}, {"t": TopicInfo("t", parts)})
     views = expected_brokers(cluster)
     assert [(v.broker_id, v.replicas, v.error) for v in views] == [
-        (0, 4, None), (1, 4, None), (2, 4, "not registered in ZooKeeper")]
+        (0, 4, None), (1, 4, None), (2, 4, "not live: the controller counts it dead")]
     doc = {"timestamp_ms": 0, "metrics": {}}
     views[0].doc = doc
     views[1].error, views[1].detail = "no answer from http://h:9405/metrics.json", "Connection refused"
     cur = Snapshot(0.0, views)
     assert brokers_line(cur) == (
         "brokers 1/3 reporting; not reporting: 1 (no answer from http://h:9405/metrics.json; hosts 4 replicas), "
-        "2 (not registered in ZooKeeper; hosts 4 replicas)")
+        "2 (not live: the controller counts it dead; hosts 4 replicas)")
     text = render(cur, None, "h:1", top=5)
-    assert "     2 -                     not registered in ZooKeeper; hosts 4 replicas\n" in text
+    assert "     2 -                     not live: the controller counts it dead; hosts 4 replicas\n" in text
     assert "     1 h:2                   no answer from http://h:9405/metrics.json; hosts 4 replicas " \
            "(Connection refused)\n" in text
     everyone = Snapshot(0.0, [BrokerView(0, "h", 1, 9404, doc)])
