@@ -183,3 +183,31 @@ def test_an_idle_broker_prints_no_nan_and_answers_health_and_readiness(broker_fa
     status, body = get(port, "/readyz")
     assert status == 200 and json.loads(body) == {"ready": True, "broker_id": 0, "reasons": [],
                                                   "under_replicated_led": 0}
+
+
+def test_a_zookeeper_session_expiry_is_counted_and_the_session_reconnects(tmp_path):
+    port = free_port()
+    with Cluster(tmp_path / "c", brokers=1, zookeeper_session_timeout_ms=2000,
+                 broker_overrides={0: {"metrics.port": str(port)}}) as c:
+        c.wait_until(lambda: _answers(port), timeout=10)
+        pre = "kafka_server_sessionexpirelistener_"
+        before = metrics(port)
+        assert sample_value(before, pre + "sessionstate", {"state": "CONNECTED"}) == 1
+        assert sample_value(before, pre + "zookeeperexpires") == 0
+        c.sigstop(0)                    # past its session timeout: ZooKeeper expires the session
+        time.sleep(3.5)
+        c.sigcont(0)
+
+        def reconnected_after_expiry() -> dict | None:
+            doc = metrics(port)
+            ok = sample_value(doc, pre + "zookeeperexpires") == 1 \
+                and sample_value(doc, pre + "sessionstate", {"state": "CONNECTED"}) == 1
+            return doc if ok else None
+
+        after = c.wait_until(reconnected_after_expiry, timeout=20)
+        print(f"\nsession expired while paused: expires {sample_value(after, pre + 'zookeeperexpires'):.0f}, "
+              f"disconnects {sample_value(after, pre + 'zookeeperdisconnects'):.0f}, "
+              f"connects {sample_value(after, pre + 'zookeepersyncconnects'):.0f}; state CONNECTED again")
+        assert sample_value(after, pre + "zookeeperdisconnects") >= 1
+        assert sample_value(after, pre + "zookeepersyncconnects") > sample_value(before, pre + "zookeepersyncconnects")
+        c.wait_until(lambda: get(port, "/readyz")[0] == 200, timeout=20)
