@@ -20,6 +20,7 @@ from zkcoord.controller import Controller, ControllerSettings
 from zkcoord.local import LocalMetadataStore
 from zkcoord.store import AclsChanged, BrokerInfo, LeaderAndIsr, MetadataStore
 from zkcoord.zk_registration import SessionRecord
+from zkcoord.zk_log_dir_events import announce_log_dir_failure
 from zkcoord.zookeeper import ZkMetadataStore
 from zkcoord.zk_quotas import ZkQuotas
 
@@ -32,6 +33,7 @@ from .group.settings import GroupSettings
 from .group.offsets import OFFSETS_TOPIC
 from .heap import freeze_startup_objects, retain_freed_memory
 from .log import LogManager
+from .log.dir_mover import LogDirMover
 from .log.dir_lock import lock_log_dirs
 from .metadata_cache import MetadataCache
 from .metrics import BrokerMetrics, MetricSources
@@ -154,6 +156,12 @@ class Broker:
             placement = self.standalone
         self.dynamic_configs = DynamicBrokerConfigs(self.broker_id, config, self.store, self.log_manager,
                                                     self.replicas, self.topic_configs)
+        # Moves between log dirs (AlterReplicaLogDirs); a failed dir is announced to the controller.
+        self.dir_mover = LogDirMover(self.log_manager,
+                                     lambda: self.dynamic_configs.replication_throttles().alter_log_dirs_rate)
+        if self.zk_store is not None:
+            zk_session = self.zk_store.session
+            self.replicas.on_log_dir_failure = lambda _dir: announce_log_dir_failure(zk_session, self.broker_id)
         if self.controller is not None:
             controller = self.controller
             self.dynamic_configs.on_change = lambda changed: (
@@ -276,6 +284,8 @@ class Broker:
             for meta in list(self.store.topics().values()):
                 self.standalone.lead(meta)
             await self._listen()
+        self.log_manager.write_meta_properties(self.broker_id, self.store.cluster_id)
+        self.dir_mover.start()
         if self.controller is not None:
             await self.controller.start()
         if self.config.metrics_port >= 0:
@@ -319,6 +329,7 @@ class Broker:
         await self.txn_coordinator.close()
         await self.txn_verifier.close()
         self.purgatory.notify_all()
+        await self.dir_mover.stop()
         self.log_manager.close()
         await self.store.stop()
         self._stopped.set()

@@ -23,11 +23,13 @@ from clients.aio.admin import (AsyncAdminClient, BrokerInfo, ClusterDescription,
                                GroupDescription, GroupListing, MemberDescription, OffsetSpec,
                                PartitionDescription, ResourceType, TopicDescription,
                                TransactionDescription)
+from clients.aio.log_dir_types import LogDirDescription, TopicPartitionReplica
 from clients.aio.scram_types import (ScramCredentialInfo, ScramMechanism,
                                      UserScramCredentialAlteration, UserScramCredentialDeletion,
                                      UserScramCredentialUpsertion)
 from clients.protocol.acl import AclOperation, AclPermissionType, PatternType
 from clients.protocol.acl import ResourceType as AclResourceType
+from clients.protocol.errors import KafkaError
 from clients.types import (NewTopic, OffsetAndMetadata, OffsetAndTimestamp, PreparedTransaction,
                            TopicPartition)
 
@@ -174,6 +176,16 @@ class AdminClient:
     def delete_consumer_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition]
                                       ) -> dict[TopicPartition, Exception | None]:
         return dict(self._run(self._admin.delete_consumer_group_offsets(group_id, list(partitions))))
+
+    # ------------------------------------------------------------------ log dirs
+
+    def describe_log_dirs(self, broker_ids: Iterable[int] | None = None
+                          ) -> dict[int, dict[str, LogDirDescription]]:
+        return self._run(self._admin.describe_log_dirs(broker_ids))
+
+    def alter_replica_log_dirs(self, moves: Mapping[TopicPartitionReplica, str]
+                               ) -> dict[TopicPartitionReplica, KafkaError | None]:
+        return self._run(self._admin.alter_replica_log_dirs(moves))
 
 
 async def _make(config: Mapping[str, Any] | None, kwargs: dict[str, Any]) -> AsyncAdminClient:

@@ -75,7 +75,7 @@ class ReplicaManager:
         self.offline: set[tuple[str, int]] = set()
         # Tells the controller a log dir failed (ZooKeeper: a log dir event notification);
         # retried until it succeeds.
-        self.on_log_dir_failure: Callable[[str], Awaitable[None]] | None = None
+        self.on_log_dir_failure: Callable[[str], Awaitable[object]] | None = None
         self.halt: Callable[[str], None] = halt_broker
         self._dir_event_tasks: set[asyncio.Future] = set()
         log_manager.on_dir_failure = self._log_dir_failed

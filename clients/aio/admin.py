@@ -51,6 +51,8 @@ from .connection import BrokerConnection
 from .errors import KafkaConnectionError, KafkaTimeoutError
 from .metadata import BrokerInfo, ClusterMetadata
 from .pool import Node
+from .log_dir_types import (LogDirDescription, TopicPartitionReplica, alter_log_dirs_request,
+                            log_dirs_from_response)
 from .scram_types import (ScramCredentialInfo, ScramMechanism, UserScramCredentialAlteration,
                           alter_scram_request, describe_scram_request)
 from .transactions import coordinated
@@ -1018,6 +1020,65 @@ class AsyncAdminClient:
                                if p.error_code else None)
             return out
         return await self._group_call("delete_consumer_group_offsets", group_id, deadline, call)
+
+    # ------------------------------------------------------------------ log dirs
+
+    async def describe_log_dirs(self, broker_ids: Iterable[int] | None = None, timeout: float | None = None
+                                ) -> dict[int, dict[str, LogDirDescription]]:
+        """Every log dir of each broker (None: every live broker) with its replicas, as
+        Kafka's Admin.describeLogDirs: DescribeLogDirs to each broker. An offline dir has
+        `error` KafkaStorageErrorError. A broker's refusal raises (e.g.
+        ClusterAuthorizationFailedError: DESCRIBE on the Cluster is needed)."""
+        deadline = self._deadline(timeout)
+
+        async def attempt() -> dict[int, dict[str, LogDirDescription]]:
+            cluster = await self._metadata([], deadline)
+            ids = sorted(cluster.brokers) if broker_ids is None else list(dict.fromkeys(broker_ids))
+
+            async def ask(broker_id: int) -> dict[str, LogDirDescription]:
+                resp = await self._send(broker_id, "DescribeLogDirs", lambda v: {"topics": None}, deadline)
+                if resp.get("error_code", 0):
+                    raise _error(resp.error_code, f"log dirs of broker {broker_id}")
+                return log_dirs_from_response(resp)
+            answers = await asyncio.gather(*(ask(b) for b in ids))
+            return dict(zip(ids, answers))
+        return await self._retrying("describe_log_dirs", deadline, attempt)
+
+    async def alter_replica_log_dirs(self, moves: Mapping[TopicPartitionReplica, str],
+                                     timeout: float | None = None
+                                     ) -> dict[TopicPartitionReplica, KafkaError | None]:
+        """Move each replica to the log dir (an absolute path of its broker's log.dirs), as
+        Kafka's Admin.alterReplicaLogDirs: AlterReplicaLogDirs to each broker. Per replica
+        None (moving, or already there) or the error: LogDirNotFoundError,
+        KafkaStorageErrorError (the dir or the replica is offline), ReplicaNotAvailableError
+        (no replica there yet: the dir is remembered for when one is created, so a
+        reassignment tool sends this before the reassignment and again until it succeeds),
+        ClusterAuthorizationFailedError (ALTER on the Cluster is needed)."""
+        deadline = self._deadline(timeout)
+        by_broker: dict[int, list[tuple[TopicPartitionReplica, str]]] = {}
+        for replica, path in moves.items():
+            by_broker.setdefault(replica.broker_id, []).append((replica, path))
+
+        async def attempt() -> dict[TopicPartitionReplica, KafkaError | None]:
+            await self._metadata([], deadline)
+
+            async def ask(broker_id: int, items: list[tuple[TopicPartitionReplica, str]]
+                          ) -> dict[TopicPartitionReplica, KafkaError | None]:
+                body = alter_log_dirs_request((TopicPartition(r.topic, r.partition), path) for r, path in items)
+                resp = await self._send(broker_id, "AlterReplicaLogDirs", lambda v: body, deadline)
+                out: dict[TopicPartitionReplica, KafkaError | None] = {}
+                for t in resp.results:
+                    for p in t.partitions:
+                        replica = TopicPartitionReplica(t.topic_name, p.partition_index, broker_id)
+                        out[replica] = (_error(p.error_code, f"replica {t.topic_name}-{p.partition_index} "
+                                                             f"on broker {broker_id}")
+                                        if p.error_code else None)
+                return out
+            results: dict[TopicPartitionReplica, KafkaError | None] = {}
+            for answer in await asyncio.gather(*(ask(b, items) for b, items in by_broker.items())):
+                results.update(answer)
+            return results
+        return await self._retrying("alter_replica_log_dirs", deadline, attempt)
 
 
 def _supported(conn: BrokerConnection) -> set[str]:
