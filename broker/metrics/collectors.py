@@ -62,6 +62,11 @@ def gauge(name: str, doc: str, value: float, labels: dict[str, str] | None = Non
     return g
 
 
+# The JMX exporter's quantile labels: "0." and the digits of the Yammer attribute's name
+# (50thPercentile -> "0.50", 999thPercentile -> "0.999").
+QUANTILE_LABELS = {q: f"{q:.3f}".rstrip("0").ljust(4, "0") for q in QUANTILES}
+
+
 def summary_from_histogram(name: str, doc: str, label_names: list[str],
                            series: list[tuple[list[str], Histogram]], scale: float = 1.0) -> Metric:
     """A summary as the JMX exporter renders Kafka's Yammer histograms: `name{quantile=..}`
@@ -71,7 +76,7 @@ def summary_from_histogram(name: str, doc: str, label_names: list[str],
         labels = dict(zip(label_names, values))
         for q in QUANTILES:
             v = h.quantile(q)      # NaN: nothing observed in the window
-            m.add_sample(name, {**labels, "quantile": repr(q)}, 0.0 if math.isnan(v) else v * scale)
+            m.add_sample(name, {**labels, "quantile": QUANTILE_LABELS[q]}, 0.0 if math.isnan(v) else v * scale)
         m.add_sample(name + "_count", labels, h.count)
         m.add_sample(name + "_sum", labels, h.sum * scale)
     return m
