@@ -156,41 +156,44 @@ def test_a_standalone_broker_is_ready_once_listening():
 
 # ------------------------------------------------------------------ the endpoints
 
+def _serve(test, readiness_source=None) -> None:
+    """Run `test(server)` against a started listener on port 0 with no metrics."""
+    async def main():
+        server = MetricsHttpServer("127.0.0.1", 0, lambda: [], 0, readiness_source)
+        await server.start()
+        try:
+            await test(server)
+        finally:
+            await server.stop()
+
+    asyncio.run(main())
+
+
 def test_healthz_and_readyz_answers():
     sources = cluster_sources([1])
 
-    async def main():
-        server = MetricsHttpServer("127.0.0.1", 0, lambda: [], 0, lambda: readiness(sources))
-        await server.start()
-        try:
-            health = await _get(server.port, "/healthz")
-            assert (health.status, health.body) == (200, b"ok\n")
-            not_ready = await _get(server.port, "/readyz")
-            assert not_ready.status == 503 and not_ready.headers["content-type"] == "application/json"
-            doc = json.loads(not_ready.body)
-            assert doc["ready"] is False and doc["broker_id"] == 0 and "catching up" in doc["reasons"][0]
-            sources.metadata.partition("t", 1).isr.append(0)
-            ready = await _get(server.port, "/readyz")
-            assert ready.status == 200
-            assert json.loads(ready.body) == {"ready": True, "broker_id": 0, "reasons": [],
-                                              "under_replicated_led": 1}
-        finally:
-            await server.stop()
+    async def test(server):
+        health = await _get(server.port, "/healthz")
+        assert (health.status, health.body) == (200, b"ok\n")
+        not_ready = await _get(server.port, "/readyz")
+        assert not_ready.status == 503 and not_ready.headers["content-type"] == "application/json"
+        doc = json.loads(not_ready.body)
+        assert doc["ready"] is False and doc["broker_id"] == 0 and "catching up" in doc["reasons"][0]
+        sources.metadata.partition("t", 1).isr.append(0)
+        ready = await _get(server.port, "/readyz")
+        assert ready.status == 200
+        assert json.loads(ready.body) == {"ready": True, "broker_id": 0, "reasons": [],
+                                          "under_replicated_led": 1}
 
-    asyncio.run(main())
+    _serve(test, lambda: readiness(sources))
 
 
 def test_readyz_is_not_served_without_a_readiness_source():
-    async def main():
-        server = MetricsHttpServer("127.0.0.1", 0, lambda: [], 0)
-        await server.start()
-        try:
-            assert (await _get(server.port, "/readyz")).status == 404
-            assert (await _get(server.port, "/healthz")).status == 200
-        finally:
-            await server.stop()
+    async def test(server):
+        assert (await _get(server.port, "/readyz")).status == 404
+        assert (await _get(server.port, "/healthz")).status == 200
 
-    asyncio.run(main())
+    _serve(test)
 
 
 # ------------------------------------------------------------------ strom-metrics: expected brokers
