@@ -208,7 +208,8 @@ class BrokerCollector(Collector):
                     "Led partitions whose ISR is below min.insync.replicas (acks=all fails).", under_min)
         yield gauge(pre + "atminisrpartitioncount",
                     "Led partitions whose ISR is exactly min.insync.replicas.", at_min)
-        yield gauge(pre + "offlinereplicacount", "Replicas in a failed log dir (always 0).", 0)
+        yield gauge(pre + "offlinereplicacount", "Replicas here whose log dir failed (offline until restart).",
+                    len(rm.offline))
         c = CounterMetricFamily(pre + "isrshrinks", "ISR shrinks decided by this leader (IsrShrinksPerSec).")
         c.add_metric([], rm.isr_shrinks)
         yield c
@@ -319,16 +320,25 @@ class BrokerCollector(Collector):
         yield from (size, start, end, segs)
 
     def log_dirs(self) -> Iterator[Metric]:
-        """Each log dir's file system, read at scrape time (a statvfs per dir); a dir that
-        cannot be read has no sample."""
+        """Kafka's LogManager gauges, and each log dir's file system read at scrape time (a
+        statvfs per dir; a dir that cannot be read has no sample)."""
+        lm = self.sources.log_manager
         labels = ["logDirectory"]
+        offline = lm.offline_dirs
+        yield gauge("kafka_log_logmanager_offlinelogdirectorycount", "Log dirs offline after an I/O error.",
+                    len(offline))
+        dir_offline = GaugeMetricFamily("kafka_log_logmanager_logdirectoryoffline",
+                                        "1 if the log dir is offline after an I/O error.", labels=labels)
+        for d in lm.log_dirs:
+            dir_offline.add_metric([d], int(d in offline))
+        yield dir_offline
         usable = GaugeMetricFamily("strom_log_dir_usable_bytes",
                                    "Bytes free to this broker on the log dir's file system "
                                    "(DescribeLogDirs' UsableBytes; no Kafka MBean).", labels=labels)
         total = GaugeMetricFamily("strom_log_dir_total_bytes",
                                   "Size of the log dir's file system (DescribeLogDirs' TotalBytes).",
                                   labels=labels)
-        for d in self.sources.log_manager.log_dirs:
+        for d in lm.log_dirs:
             try:
                 du = shutil.disk_usage(d)
             except OSError:

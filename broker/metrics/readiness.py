@@ -9,9 +9,11 @@ Ready means, in order of what a starting broker reaches:
      it): it holds what its leaders hold, so stopping another broker next (a rolling
      restart) leaves every partition with as many in-sync replicas as before.
 
-Under-replicated partitions this broker *leads* are reported in the answer but do not make it
-unready: they mean another broker is behind or dead, and taking the leaders that still serve
-those partitions out of service would make it worse.
+Under-replicated partitions this broker *leads* and its offline log dirs are reported in the
+answer but do not make it unready: the first mean another broker is behind or dead, and taking
+the leaders that still serve those partitions out of service would make it worse; with a dir
+offline the broker serves its other dirs (Kafka's log-dir failure handling) and the
+controller has moved the failed dir's leaders away.
 
 Runs on the broker's loop (reads live replica state): O(partitions).
 """
@@ -30,6 +32,7 @@ class ReadinessReport:
     broker_id: int
     reasons: list[str] = field(default_factory=list)   # empty: ready
     under_replicated_led: int = 0
+    offline_log_dirs: list[str] = field(default_factory=list)
 
     @property
     def ready(self) -> bool:
@@ -37,12 +40,13 @@ class ReadinessReport:
 
     def as_dict(self) -> dict[str, Any]:
         return {"ready": self.ready, "broker_id": self.broker_id, "reasons": self.reasons,
-                "under_replicated_led": self.under_replicated_led}
+                "under_replicated_led": self.under_replicated_led,
+                "offline_log_dirs": self.offline_log_dirs}
 
 
 def readiness(sources: MetricSources) -> ReadinessReport:
     """The broker's readiness now, with every reason it is not ready."""
-    report = ReadinessReport(sources.broker_id)
+    report = ReadinessReport(sources.broker_id, offline_log_dirs=sorted(sources.log_manager.offline_dirs))
     reasons = report.reasons
     if not sources.servers:
         reasons.append("no Kafka listener is bound yet")

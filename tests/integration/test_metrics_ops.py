@@ -2,7 +2,7 @@
 `bin/strom-metrics.sh` names a killed broker (expected: live or hosting replicas) and the leader's per-partition under-replicated gauge says 1; a follower that falls
 behind shows MaxLag > 0 and is not ready until it is back in the ISR, then MaxLag is 0 and
 /readyz 200; the ZooKeeper session is CONNECTED and its request latency count grows; idle summaries print
-no NaN; a standalone broker answers /healthz and /readyz."""
+no NaN; a standalone broker reports its log dir's free bytes and answers /healthz and /readyz."""
 from __future__ import annotations
 
 import json
@@ -176,13 +176,17 @@ def test_an_idle_broker_prints_no_nan_and_answers_health_and_readiness(broker_fa
     b = broker_factory({"metrics.port": str(port)})
     assert b"NaN" not in get(port, "/metrics")[1]
     assert b"NaN" not in get(port, "/metrics.json")[1]
+    doc = metrics(port)
+    free = doc["metrics"]["strom_log_dir_usable_bytes"]["samples"]
+    assert len(free) == 1 and free[0]["value"] > 0
+    assert sample_value(doc, "kafka_log_logmanager_logdirectoryoffline", free[0]["labels"]) == 0
     out = subprocess.run([str(REPO / "bin/strom-metrics.sh"), "--bootstrap-server", b.bootstrap,
                           "--interval", "0"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and "nan" not in out.stdout.lower(), out.stdout + out.stderr
     assert get(port, "/healthz") == (200, b"ok\n")
     status, body = get(port, "/readyz")
     assert status == 200 and json.loads(body) == {"ready": True, "broker_id": 0, "reasons": [],
-                                                  "under_replicated_led": 0}
+                                                  "under_replicated_led": 0, "offline_log_dirs": []}
 
 
 def test_a_zookeeper_session_expiry_is_counted_and_the_session_reconnects(tmp_path):

@@ -62,13 +62,17 @@ def test_max_lag_is_the_largest_lag_of_a_followed_partition():
     assert val(families(b), "kafka_server_replicafetchermanager_maxlag", clientId="Replica") == 0
 
 
-def test_log_dir_usable_and_total_bytes_of_each_readable_dir():
+def test_log_dir_offline_usable_and_total_bytes():
     fams = families(fake_broker())
     du = shutil.disk_usage("/")
     usable = val(fams, "strom_log_dir_usable_bytes", logDirectory="/")
     assert 0 < usable <= du.total and abs(usable - du.free) < du.total * 0.05
     assert val(fams, "strom_log_dir_total_bytes", logDirectory="/") == du.total
     assert {s.labels["logDirectory"] for s in fams["strom_log_dir_usable_bytes"].samples} == {"/"}
+    assert val(fams, "kafka_log_logmanager_logdirectoryoffline", logDirectory="/") == 0
+    assert val(fams, "kafka_log_logmanager_logdirectoryoffline", logDirectory="/no/such/dir") == 1
+    assert val(fams, "kafka_log_logmanager_offlinelogdirectorycount") == 1
+    assert val(fams, "kafka_server_replicamanager_offlinereplicacount") == 1
 
 
 def test_zookeeper_session_state_counters_and_request_latency():
@@ -126,8 +130,8 @@ def cluster_sources(isr_of_followed: list[int]):
 def test_ready_when_serving_registered_and_every_followed_partition_is_in_sync():
     report = readiness(cluster_sources([1, 0]))
     assert report.ready and report.reasons == []
-    # A partition it leads is under-replicated: reported, but it still serves.
-    assert report.under_replicated_led == 1
+    # A partition it leads is under-replicated, a log dir is offline: reported, but it serves.
+    assert report.under_replicated_led == 1 and report.offline_log_dirs == ["/no/such/dir"]
 
 
 def test_not_ready_says_why():
@@ -183,7 +187,7 @@ def test_healthz_and_readyz_answers():
         ready = await _get(server.port, "/readyz")
         assert ready.status == 200
         assert json.loads(ready.body) == {"ready": True, "broker_id": 0, "reasons": [],
-                                          "under_replicated_led": 1}
+                                          "under_replicated_led": 1, "offline_log_dirs": ["/no/such/dir"]}
 
     _serve(test, lambda: readiness(sources))
 
