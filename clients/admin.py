@@ -14,7 +14,7 @@ it from inside its own callbacks (there are none today) - that would block its I
 """
 from __future__ import annotations
 
-from typing import Any, Coroutine, Iterable, Literal, Mapping, TypeVar
+from typing import Any, Coroutine, Iterable, Literal, Mapping, Sequence, TypeVar
 
 from clients._loop import LoopThread
 from clients.aio.acl_types import (AccessControlEntry, AclBinding, AclBindingFilter,
@@ -24,6 +24,7 @@ from clients.aio.admin import (AsyncAdminClient, BrokerInfo, ClusterDescription,
                                PartitionDescription, ResourceType, TopicDescription,
                                TransactionDescription)
 from clients.aio.log_dir_types import LogDirDescription, TopicPartitionReplica
+from clients.aio.reassignment import PartitionReassignment
 from clients.aio.scram_types import (ScramCredentialInfo, ScramMechanism,
                                      UserScramCredentialAlteration, UserScramCredentialDeletion,
                                      UserScramCredentialUpsertion)
@@ -177,6 +178,19 @@ class AdminClient:
                                       ) -> dict[TopicPartition, Exception | None]:
         return dict(self._run(self._admin.delete_consumer_group_offsets(group_id, list(partitions))))
 
+
+    # ------------------------------------------------------------------ client quotas
+
+    def describe_client_quotas(self, components: Iterable[tuple[str, int, str | None]] = (),
+                               strict: bool = False
+                               ) -> dict[tuple[tuple[str, str | None], ...], dict[str, float]]:
+        return self._run(self._admin.describe_client_quotas(list(components), strict))
+
+    def alter_client_quotas(self, alterations: Iterable[tuple[Mapping[str, str | None],
+                                                              Mapping[str, float | None]]],
+                            validate_only: bool = False) -> None:
+        self._run(self._admin.alter_client_quotas(list(alterations), validate_only))
+
     # ------------------------------------------------------------------ log dirs
 
     def describe_log_dirs(self, broker_ids: Iterable[int] | None = None
@@ -186,6 +200,19 @@ class AdminClient:
     def alter_replica_log_dirs(self, moves: Mapping[TopicPartitionReplica, str]
                                ) -> dict[TopicPartitionReplica, KafkaError | None]:
         return self._run(self._admin.alter_replica_log_dirs(moves))
+
+    # ------------------------------------------------------------------ partition reassignment
+
+    def alter_partition_reassignments(self, reassignments: Mapping[TopicPartition, Sequence[int] | None],
+                                      timeout: float | None = None
+                                      ) -> dict[TopicPartition, KafkaError | None]:
+        return self._run(self._admin.alter_partition_reassignments(dict(reassignments), timeout))
+
+    def list_partition_reassignments(self, partitions: Iterable[TopicPartition] | None = None,
+                                     timeout: float | None = None
+                                     ) -> dict[TopicPartition, PartitionReassignment]:
+        return self._run(self._admin.list_partition_reassignments(
+            None if partitions is None else list(partitions), timeout))
 
 
 async def _make(config: Mapping[str, Any] | None, kwargs: dict[str, Any]) -> AsyncAdminClient:

@@ -34,7 +34,8 @@ from __future__ import annotations
 import asyncio
 import struct
 import uuid
-from typing import Any, Awaitable, Callable, Iterable, Literal, Mapping, NamedTuple, TypeVar
+from typing import (Any, Awaitable, Callable, Iterable, Literal, Mapping, NamedTuple, Sequence,
+                    TypeVar)
 
 from clients.config import resolve
 from clients.protocol.errors import Code, KafkaError, for_code
@@ -53,6 +54,8 @@ from .metadata import BrokerInfo, ClusterMetadata
 from .pool import Node
 from .log_dir_types import (LogDirDescription, TopicPartitionReplica, alter_log_dirs_request,
                             log_dirs_from_response)
+from .reassignment import (PartitionReassignment, alter_reassignments_request,
+                           list_reassignments_request, reassignments_from_response)
 from .scram_types import (ScramCredentialInfo, ScramMechanism, UserScramCredentialAlteration,
                           alter_scram_request, describe_scram_request)
 from .transactions import coordinated
@@ -1021,6 +1024,56 @@ class AsyncAdminClient:
             return out
         return await self._group_call("delete_consumer_group_offsets", group_id, deadline, call)
 
+
+    # ------------------------------------------------------------------ client quotas
+
+    async def describe_client_quotas(self, components: Iterable[tuple[str, int, str | None]] = (),
+                                     strict: bool = False
+                                     ) -> dict[tuple[tuple[str, str | None], ...], dict[str, float]]:
+        """DescribeClientQuotas to any broker, as Kafka's Admin.describeClientQuotas: each
+        entity matching the filter (sorted (entity type, name) pairs, name None for a default
+        entity) with its quota values. A component is (entity type, match type, match): 0 the
+        entity named `match`, 1 the type's default entity, 2 any named entity of the type;
+        `strict` leaves out entities with types the filter does not name. No components and
+        not strict: every entity. A refused filter raises (InvalidRequestError, or
+        ClusterAuthorizationFailedError without DESCRIBE_CONFIGS on the cluster)."""
+        body = {"components": [{"entity_type": t, "match_type": m, "match": v}
+                               for t, m, v in components], "strict": strict}
+        deadline = self._deadline(None)
+
+        async def attempt() -> dict[tuple[tuple[str, str | None], ...], dict[str, float]]:
+            resp = await self._send(None, "DescribeClientQuotas", lambda v: body, deadline)
+            if resp.error_code:
+                raise _error(resp.error_code, "client quotas", resp.get("error_message"))
+            return {tuple(sorted((e.entity_type, e.entity_name) for e in entry.entity)):
+                    {v.key: v.value for v in entry["values"]} for entry in resp.entries or ()}
+        return await self._retrying("describe_client_quotas", deadline, attempt)
+
+    async def alter_client_quotas(self, alterations: Iterable[tuple[Mapping[str, str | None],
+                                                                    Mapping[str, float | None]]],
+                                  validate_only: bool = False) -> None:
+        """AlterClientQuotas to any broker, as Kafka's Admin.alterClientQuotas: each alteration
+        is an entity ({"user": "alice", "client-id": None} - None the default entity) and its
+        changes (key -> value, or None to remove the key). Raises the first entity's error,
+        e.g. InvalidRequestError("client quotas user=alice: Invalid configuration key ...")."""
+        todo = [(dict(e), dict(ops)) for e, ops in alterations]
+        if not todo:
+            return
+        body = {"validate_only": validate_only, "entries": [
+            {"entity": [{"entity_type": t, "entity_name": n} for t, n in e.items()],
+             "ops": [{"key": k, "value": 0.0 if v is None else float(v), "remove": v is None}
+                     for k, v in ops.items()]} for e, ops in todo]}
+        deadline = self._deadline(None)
+
+        async def attempt() -> None:
+            resp = await self._send(None, "AlterClientQuotas", lambda v: body, deadline)
+            for entry in resp.entries:
+                if entry.error_code:
+                    name = ",".join(f"{e.entity_type}={e.entity_name if e.entity_name is not None else '<default>'}"
+                                    for e in entry.entity)
+                    raise _error(entry.error_code, f"client quotas {name}", entry.get("error_message"))
+        await self._retrying("alter_client_quotas", deadline, attempt)
+
     # ------------------------------------------------------------------ log dirs
 
     async def describe_log_dirs(self, broker_ids: Iterable[int] | None = None, timeout: float | None = None
@@ -1079,6 +1132,69 @@ class AsyncAdminClient:
                 results.update(answer)
             return results
         return await self._retrying("alter_replica_log_dirs", deadline, attempt)
+
+    # ------------------------------------------------------------------ partition reassignment
+
+    async def alter_partition_reassignments(
+            self, reassignments: Mapping[TopicPartition, Sequence[int] | None],
+            timeout: float | None = None) -> dict[TopicPartition, KafkaError | None]:
+        """AlterPartitionReassignments to the controller, as Kafka's
+        Admin.alterPartitionReassignments: each partition to its target replicas (the
+        controller adds the new ones, waits for every target to join the ISR, moves the
+        leadership if needed and drops the others), or None to cancel its reassignment in
+        progress. Per partition None (started, or cancelled) or why not, e.g.
+        NoReassignmentInProgressError (nothing to cancel), UnknownTopicOrPartitionError,
+        InvalidReplicaAssignmentError. A refusal of the whole request raises (e.g.
+        ClusterAuthorizationFailedError); NOT_CONTROLLER, for the whole request or a
+        partition, is resent to the new controller after a metadata refresh."""
+        pending = dict(reassignments)
+        deadline = self._deadline(timeout)
+        results: dict[TopicPartition, KafkaError | None] = {}
+
+        async def attempt() -> dict[TopicPartition, KafkaError | None]:
+            if not pending:
+                return results
+            controller = await self._controller(deadline)
+            body = alter_reassignments_request(pending, int(self._remaining(deadline) * 1000))
+            resp = await self._send(controller, "AlterPartitionReassignments", lambda v: body, deadline)
+            if resp.error_code == Code.NOT_CONTROLLER:
+                raise _Retry(_error(resp.error_code, "partition reassignment"))
+            if resp.error_code:
+                raise _error(resp.error_code, "partition reassignment", resp.get("error_message"))
+            for t in resp.responses:
+                for p in t.partitions:
+                    tp = TopicPartition(t.name, p.partition_index)
+                    if p.error_code == Code.NOT_CONTROLLER:
+                        continue                  # stays pending: resent to the new controller
+                    results[tp] = (_error(p.error_code, f"partition {tp}", p.get("error_message"))
+                                   if p.error_code else None)
+                    pending.pop(tp, None)
+            if pending:
+                raise _Retry(f"AlterPartitionReassignments for {', '.join(map(str, pending))}")
+            return results
+        return await self._retrying("alter_partition_reassignments", deadline, attempt)
+
+    async def list_partition_reassignments(self, partitions: Iterable[TopicPartition] | None = None,
+                                           timeout: float | None = None
+                                           ) -> dict[TopicPartition, PartitionReassignment]:
+        """ListPartitionReassignments to the controller, as Kafka's
+        Admin.listPartitionReassignments: the reassignments in progress among `partitions`
+        (None: every one); a partition not being reassigned is not in the answer. A refusal
+        raises (e.g. ClusterAuthorizationFailedError: DESCRIBE on the Cluster is needed);
+        NOT_CONTROLLER is retried after a metadata refresh."""
+        asked = None if partitions is None else list(dict.fromkeys(partitions))
+        deadline = self._deadline(timeout)
+
+        async def attempt() -> dict[TopicPartition, PartitionReassignment]:
+            controller = await self._controller(deadline)
+            body = list_reassignments_request(asked, int(self._remaining(deadline) * 1000))
+            resp = await self._send(controller, "ListPartitionReassignments", lambda v: body, deadline)
+            if resp.error_code == Code.NOT_CONTROLLER:
+                raise _Retry(_error(resp.error_code, "partition reassignments"))
+            if resp.error_code:
+                raise _error(resp.error_code, "partition reassignments", resp.get("error_message"))
+            return reassignments_from_response(resp)
+        return await self._retrying("list_partition_reassignments", deadline, attempt)
 
 
 def _supported(conn: BrokerConnection) -> set[str]:
