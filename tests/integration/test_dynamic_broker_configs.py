@@ -93,8 +93,8 @@ def test_cluster_wide_and_per_broker_configs_on_a_running_broker(broker_factory)
     assert e.value.args[0].name() == "INVALID_REQUEST"
     assert "Cannot update these configs dynamically" in e.value.args[0].str()
     refused = kafka_configs(b.bootstrap, "--entity-type", "brokers", "--entity-default", "--alter",
-                            "--add-config", "num.io.threads=4")
-    assert refused.returncode == 1 and "does not apply num.io.threads" in refused.stderr
+                            "--add-config", "max.connections=4")
+    assert refused.returncode == 1 and "does not apply max.connections" in refused.stderr
     # Valid for the key, not as topic defaults: an empty cleanup.policy is refused before
     # it is stored (else no log could be created, nor the broker restarted).
     empty = ConfigResource(ConfigResource.Type.BROKER, "0", incremental_configs=[
