@@ -178,6 +178,19 @@ class AdminClient:
                                       ) -> dict[TopicPartition, Exception | None]:
         return dict(self._run(self._admin.delete_consumer_group_offsets(group_id, list(partitions))))
 
+
+    # ------------------------------------------------------------------ client quotas
+
+    def describe_client_quotas(self, components: Iterable[tuple[str, int, str | None]] = (),
+                               strict: bool = False
+                               ) -> dict[tuple[tuple[str, str | None], ...], dict[str, float]]:
+        return self._run(self._admin.describe_client_quotas(list(components), strict))
+
+    def alter_client_quotas(self, alterations: Iterable[tuple[Mapping[str, str | None],
+                                                              Mapping[str, float | None]]],
+                            validate_only: bool = False) -> None:
+        self._run(self._admin.alter_client_quotas(list(alterations), validate_only))
+
     # ------------------------------------------------------------------ log dirs
 
     def describe_log_dirs(self, broker_ids: Iterable[int] | None = None

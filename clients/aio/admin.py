@@ -1024,6 +1024,56 @@ class AsyncAdminClient:
             return out
         return await self._group_call("delete_consumer_group_offsets", group_id, deadline, call)
 
+
+    # ------------------------------------------------------------------ client quotas
+
+    async def describe_client_quotas(self, components: Iterable[tuple[str, int, str | None]] = (),
+                                     strict: bool = False
+                                     ) -> dict[tuple[tuple[str, str | None], ...], dict[str, float]]:
+        """DescribeClientQuotas to any broker, as Kafka's Admin.describeClientQuotas: each
+        entity matching the filter (sorted (entity type, name) pairs, name None for a default
+        entity) with its quota values. A component is (entity type, match type, match): 0 the
+        entity named `match`, 1 the type's default entity, 2 any named entity of the type;
+        `strict` leaves out entities with types the filter does not name. No components and
+        not strict: every entity. A refused filter raises (InvalidRequestError, or
+        ClusterAuthorizationFailedError without DESCRIBE_CONFIGS on the cluster)."""
+        body = {"components": [{"entity_type": t, "match_type": m, "match": v}
+                               for t, m, v in components], "strict": strict}
+        deadline = self._deadline(None)
+
+        async def attempt() -> dict[tuple[tuple[str, str | None], ...], dict[str, float]]:
+            resp = await self._send(None, "DescribeClientQuotas", lambda v: body, deadline)
+            if resp.error_code:
+                raise _error(resp.error_code, "client quotas", resp.get("error_message"))
+            return {tuple(sorted((e.entity_type, e.entity_name) for e in entry.entity)):
+                    {v.key: v.value for v in entry["values"]} for entry in resp.entries or ()}
+        return await self._retrying("describe_client_quotas", deadline, attempt)
+
+    async def alter_client_quotas(self, alterations: Iterable[tuple[Mapping[str, str | None],
+                                                                    Mapping[str, float | None]]],
+                                  validate_only: bool = False) -> None:
+        """AlterClientQuotas to any broker, as Kafka's Admin.alterClientQuotas: each alteration
+        is an entity ({"user": "alice", "client-id": None} - None the default entity) and its
+        changes (key -> value, or None to remove the key). Raises the first entity's error,
+        e.g. InvalidRequestError("client quotas user=alice: Invalid configuration key ...")."""
+        todo = [(dict(e), dict(ops)) for e, ops in alterations]
+        if not todo:
+            return
+        body = {"validate_only": validate_only, "entries": [
+            {"entity": [{"entity_type": t, "entity_name": n} for t, n in e.items()],
+             "ops": [{"key": k, "value": 0.0 if v is None else float(v), "remove": v is None}
+                     for k, v in ops.items()]} for e, ops in todo]}
+        deadline = self._deadline(None)
+
+        async def attempt() -> None:
+            resp = await self._send(None, "AlterClientQuotas", lambda v: body, deadline)
+            for entry in resp.entries:
+                if entry.error_code:
+                    name = ",".join(f"{e.entity_type}={e.entity_name if e.entity_name is not None else '<default>'}"
+                                    for e in entry.entity)
+                    raise _error(entry.error_code, f"client quotas {name}", entry.get("error_message"))
+        await self._retrying("alter_client_quotas", deadline, attempt)
+
     # ------------------------------------------------------------------ log dirs
 
     async def describe_log_dirs(self, broker_ids: Iterable[int] | None = None, timeout: float | None = None

@@ -1,5 +1,6 @@
-"""kafka-configs: describe and alter topic and broker configs (IncrementalAlterConfigs) and
-users' SCRAM credentials (Describe/AlterUserScramCredentials).
+"""kafka-configs: describe and alter topic and broker configs (IncrementalAlterConfigs),
+users' SCRAM credentials (Describe/AlterUserScramCredentials) and client quotas of users and
+client ids (Describe/AlterClientQuotas).
 
     kafka-configs --bootstrap-server H:P --entity-type topics --entity-name t --describe [--all]
     kafka-configs ... --topic t --alter --add-config k=v,k2=[a,b] --delete-config k3,k4
@@ -7,12 +8,16 @@ users' SCRAM credentials (Describe/AlterUserScramCredentials).
         --add-config 'SCRAM-SHA-256=[iterations=8192,password=alice-secret]'
     kafka-configs ... --user alice --alter --delete-config SCRAM-SHA-512
     kafka-configs ... --entity-type users [--entity-name alice] --describe
+    kafka-configs ... --entity-type users --entity-name alice --entity-type clients \
+        --entity-default --alter --add-config producer_byte_rate=1048576,request_percentage=50
+    kafka-configs ... --entity-type clients [--entity-name app | --entity-default] --describe
 
 Describe output follows Kafka's ConfigCommand:
 
     Dynamic configs for topic t are:
       retention.ms=1000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=1000}
     SCRAM credential configs for user-principal 'alice' are SCRAM-SHA-256=iterations=8192
+    Quota configs for user-principal 'alice', the default client-id are producer_byte_rate=1048576.0
 
 (`All configs for ...` with --all). A SCRAM credential without `iterations=` gets Kafka's
 default, 4096. Errors are one line: `Error while executing config command : <reason>`, exit 1.
@@ -59,11 +64,17 @@ def build_parser() -> ToolParser:
     actions = p.add_mutually_exclusive_group(required=True)
     actions.add_argument("--describe", action="store_true", help="List configs for the given entity.")
     actions.add_argument("--alter", action="store_true", help="Alter the configuration of the entity.")
-    p.add_argument("--entity-type", choices=sorted(ENTITY_TYPES),
-                   help="Type of entity (topics/brokers/users).")
-    p.add_argument("--entity-name", help="Name of the entity (topic name / broker id / user).")
-    p.add_argument("--entity-default", action="store_true",
-                   help="Default entity name for brokers (cluster-wide defaults).")
+    p.add_argument("--entity-type", action="append", choices=sorted({*ENTITY_TYPES, "clients"}),
+                   help="Type of entity (topics/brokers/users/clients); users and clients "
+                        "together name a user's quotas for a client id.")
+    # One list in command-line order, as ConfigCommand pairs names with types: a name, or
+    # "" for --entity-default (the default user, client id or broker).
+    p.add_argument("--entity-name", action="append", dest="entity_names",
+                   help="Name of the entity (topic name / broker id / user / client id).")
+    p.add_argument("--entity-default", action="append_const", const="", dest="entity_names",
+                   help="The default entity (cluster-wide broker defaults, default user or "
+                        "client id).")
+    p.add_argument("--client", help="Shorthand for --entity-type clients --entity-name CLIENT.")
     p.add_argument("--topic", help="Shorthand for --entity-type topics --entity-name TOPIC.")
     p.add_argument("--broker", help="Shorthand for --entity-type brokers --entity-name ID.")
     p.add_argument("--user", help="Shorthand for --entity-type users --entity-name USER.")
@@ -84,14 +95,16 @@ def resolve_entity(args: argparse.Namespace) -> tuple[EntityKind, str | None]:
                                  ("users", args.user)) if n is not None]
     if args.broker_defaults:
         given.append(("brokers", ""))
-    if args.entity_type:
-        name = args.entity_name
-        if args.entity_default:
-            if args.entity_type != "brokers":
-                raise CliError("--entity-default is only supported for --entity-type brokers")
-            name = ""
-        given.append((args.entity_type, name))
-    elif args.entity_name is not None or args.entity_default:
+    types, names = args.entity_type or [], args.entity_names or []
+    if len(types) > 1 or len(names) > 1:
+        raise CliError("only one entity may be given "
+                       "(--entity-type/--topic/--broker/--user/--broker-defaults)")
+    if types:
+        name = names[0] if names else None
+        if name == "" and types[0] != "brokers":
+            raise CliError("--entity-default is only supported for --entity-type brokers")
+        given.append((types[0], name))
+    elif names:
         raise CliError("--entity-type must be specified with --entity-name / --entity-default")
     if not given:
         raise CliError("one of --entity-type, --topic, --broker, --user or --broker-defaults "
@@ -187,8 +200,7 @@ def parse_scram_credential(mechanism: ScramMechanism, text: str) -> tuple[int, s
 
 def scram_alterations(user: str, to_set: dict[str, str],
                       to_delete: list[str]) -> list[UserScramCredentialAlteration]:
-    """The SCRAM upsertions and deletions an --alter of `users` asks for. Only the SCRAM
-    mechanisms are configs of a user here (strom has no client quotas)."""
+    """The SCRAM upsertions and deletions an --alter of a user's SCRAM mechanisms asks for."""
     unknown = [k for k in [*to_set, *to_delete] if k not in SCRAM_KEYS]
     if unknown:
         raise CliError(f"Only SCRAM credential configs ({', '.join(SCRAM_KEYS)}) can be altered "
@@ -235,19 +247,104 @@ def run_users(admin: AdminClient, name: str | None,
     return 0
 
 
+# ---------------------------------------------------------------------- client quotas
+
+QUOTA_ENTITY_TYPES = {"users": "user", "clients": "client-id"}
+ANY_NAME = object()           # an entity type given without a name: every named entity
+
+
+def quota_entity(args: argparse.Namespace) -> list[tuple[str, Any]] | None:
+    """[(entity type "user"/"client-id", name, "" the default, or ANY_NAME)] when the command
+    is about users or clients, else None. Names pair with types in order, as ConfigCommand."""
+    types = list(args.entity_type or [])
+    names = list(args.entity_names or [])
+    if args.user is not None:
+        types.append("users")
+        names.append(args.user)
+    if args.client is not None:
+        types.append("clients")
+        names.append(args.client)
+    if not types or not set(types) & set(QUOTA_ENTITY_TYPES):
+        return None
+    if not set(types) <= set(QUOTA_ENTITY_TYPES) or len(set(types)) != len(types) \
+            or args.topic is not None or args.broker is not None or args.broker_defaults:
+        raise CliError("Only 'users' and 'clients' may be given together, once each")
+    if len(names) > len(types):
+        raise CliError("more --entity-name/--entity-default than --entity-type")
+    names += [ANY_NAME] * (len(types) - len(names))
+    return [(QUOTA_ENTITY_TYPES[t], n) for t, n in zip(types, names)]
+
+
+def quota_entity_text(entity: tuple[tuple[str, str | None], ...]) -> str:
+    """ConfigCommand's name of an entity: user-principal 'alice', the default client-id."""
+    parts = dict(entity)
+    out = []
+    for t, kind in (("user", "user-principal"), ("client-id", "client-id")):
+        if t in parts:
+            out.append(f"{kind} '{parts[t]}'" if parts[t] is not None else f"the default {kind}")
+    return ", ".join(out)
+
+
+def quota_value_text(value: float) -> str:
+    """As Java prints a double: 1048576.0, 50.5, 1.0E10."""
+    if value == int(value) and abs(value) < 1e7:
+        return f"{value:.1f}"
+    text = repr(float(value))
+    return text.replace("e+", "E").replace("e-", "E-")
+
+
+def run_quotas(admin: AdminClient, entity: list[tuple[str, Any]], args: argparse.Namespace,
+               out: Any) -> int:
+    """--describe or --alter of users' and client ids' quotas (and a user's SCRAM
+    credentials, which share its entity)."""
+    lone_user = [t for t, _ in entity] == ["user"]
+    if args.describe:
+        components = [(t, 2, None) if n is ANY_NAME else (t, 1, None) if n == "" else (t, 0, n)
+                      for t, n in entity]
+        for e, values in admin.describe_client_quotas(components, strict=True).items():
+            text = ", ".join(f"{k}={quota_value_text(v)}" for k, v in sorted(values.items()))
+            print(f"Quota configs for {quota_entity_text(e)} are {text}", file=out)
+        if lone_user and entity[0][1] != "":
+            name = entity[0][1]
+            run_users(admin, None if name is ANY_NAME else name, None, out)
+        return 0
+    if any(n is ANY_NAME for _, n in entity):
+        raise CliError("An entity name must be specified for every entity type with --alter")
+    to_set, to_delete = alter_request(args)
+    scram_set = {k: v for k, v in to_set.items() if k in SCRAM_KEYS}
+    scram_delete = [k for k in to_delete if k in SCRAM_KEYS]
+    if (scram_set or scram_delete) and not (lone_user and entity[0][1]):
+        raise CliError("SCRAM credentials may only be altered for a named user")
+    ops: dict[str, float | None] = {k: None for k in to_delete if k not in SCRAM_KEYS}
+    for key, text in to_set.items():
+        if key in SCRAM_KEYS:
+            continue
+        try:
+            ops[key] = float(text)
+        except ValueError:
+            raise CliError(f"Invalid value {text} for quota config {key}") from None
+    if ops:
+        admin.alter_client_quotas([({t: (n or None) for t, n in entity}, ops)])
+    if scram_set or scram_delete:
+        admin.alter_user_scram_credentials(scram_alterations(entity[0][1], scram_set, scram_delete))
+    first_type, first_name = entity[0]
+    plural = "users" if first_type == "user" else "clients"
+    if first_name:
+        print(f"Completed updating config for {plural[:-1]} {first_name}.", file=out)
+    else:
+        print(f"Completed updating default config for {plural} in the cluster.", file=out)
+    return 0
+
+
 def run(args: argparse.Namespace, out=None) -> int:
     out = out or sys.stdout
-    kind, name = resolve_entity(args)
     if args.describe and (args.add_config or args.add_config_file or args.delete_config):
         raise CliError("--add-config/--delete-config can only be used with --alter")
-    if kind == "user":
-        alterations = None
-        if args.alter:
-            if not name:
-                raise CliError("An entity name must be specified for every entity type")
-            alterations = scram_alterations(name, *alter_request(args))
+    entity = quota_entity(args)
+    if entity is not None:
         with admin_client(args, ERROR_PREFIX) as admin:
-            return run_users(admin, name, alterations, out)
+            return run_quotas(admin, entity, args, out)
+    kind, name = resolve_entity(args)     # users went to run_quotas above
     resource_type = cast("ResourceType", kind)
     if args.alter:
         if resource_type == "topic" and not name:
