@@ -91,8 +91,12 @@ def test_a_later_blocking_checkpoint_lands_after_the_one_in_flight(tmp_path, mon
     m.close()
 
 
-def test_a_failed_write_is_reported_to_the_caller(tmp_path, monkeypatch):
+def test_a_failed_write_takes_its_log_dir_offline(tmp_path, monkeypatch):
+    # Kafka's checkpoint IOException: the dir goes offline (KIP-112) rather than the error
+    # surfacing in the periodic task, which would only log it.
     m = _manager(tmp_path)
+    failed: list = []
+    m.on_dir_failure = lambda d, tps: failed.append((d, tps))
 
     def broken(path, offsets):
         raise OSError(28, "No space left on device")
@@ -101,12 +105,9 @@ def test_a_failed_write_is_reported_to_the_caller(tmp_path, monkeypatch):
     async def main() -> None:
         await m.checkpoint_recovery_points_async()
 
-    try:
-        asyncio.run(main())
-    except OSError as e:
-        assert e.errno == 28
-    else:
-        raise AssertionError("the periodic checkpoint swallowed a failed write")
+    asyncio.run(main())
+    assert failed == [(m.log_dirs[0], [("t", 0)])]
+    assert "No space left on device" in m.offline_dirs[m.log_dirs[0]]
     monkeypatch.undo()
     m.close()
 
