@@ -164,3 +164,31 @@ def test_an_alteration_reaches_the_managers():
     e, changes = q.check_alteration([(CLIENT_ID, "c")], [(PRODUCER_BYTE_RATE, 0.0, True)])
     asyncio.run(q.alter(e, changes))
     assert not q.managers.produce.enabled
+
+
+def test_the_quota_collector_renders_kafka_names_on_its_own():
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from broker.metrics.quota_metrics import QuotaCollector
+    from broker.stats import RequestStats, RequestTimes
+
+    stats = RequestStats()
+    times = RequestTimes(stats, "Produce", received=1.0, started=1.001)
+    times.local_done, times.ready, times.write_start, times.throttle_ms = 1.003, 1.010, 1.012, 250
+    times.sent(1.015)
+    m = ClientQuotaManagers()
+    m.configure({entity(user="alice"): {PRODUCER_BYTE_RATE: 1.0 * MB}})
+    m.produce.record("alice", "app", 12 * MB, 0)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(QuotaCollector(stats, m, clock_ms=lambda: 0.0))
+    text = generate_latest(registry).decode()
+    assert 'kafka_server_quota_byte_rate{clientId="",resource="Produce",user="alice"} 1.2e+06' in text
+    assert 'kafka_server_quota_throttle_time{clientId="",resource="Produce",user="alice"} 2000.0' in text
+    assert 'strom_quota_limit{clientId="",resource="Produce",user="alice"} 1e+06' in text
+    for name, value in (("requestqueuetimems", 1.0), ("localtimems", 2.0), ("remotetimems", 7.0),
+                        ("throttletimems", 250.0), ("responsequeuetimems", 2.0),
+                        ("responsesendtimems", 3.0)):
+        assert f'kafka_network_requestmetrics_{name}_count{{request="Produce"}} 1.0' in text
+        line = next(x for x in text.splitlines()
+                    if x.startswith(f'kafka_network_requestmetrics_{name}_sum{{request="Produce"}}'))
+        assert float(line.split()[-1]) == pytest.approx(value, abs=1e-6)
