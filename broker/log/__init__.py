@@ -13,7 +13,9 @@
 - checkpoints.py   atomic text checkpoint files in Kafka's formats
 - validation.py    header-only checks of incoming record sets
 - config.py        LogConfig (topic-level settings)
-- log_manager.py   all logs of the broker's log dirs
+- log_manager.py   all logs of the broker's log dirs: placement, a failed dir taken offline,
+                   future logs of replicas moving between dirs
+- dir_mover.py     copies a moving replica into its future log and swaps it in
 
 Everything runs on the event-loop thread; methods are synchronous and their blocking I/O
 is documented per module. Record bytes of delete-policy topics are never decoded on the

@@ -23,7 +23,12 @@ Invariants kept here:
   offset starts at the next batch that remains, and `replace_segments` swaps cleaned
   segments in so that a crash at any instant leaves the old or the new segments.
 
-Hot path: an append or a read costs one call into the LocalLog, no per-record work.
+An I/O error of the log's files (any OSError of a guarded call: appends, rolls, reads,
+flushes, truncation, retention) goes to `on_io_error` (the log manager takes the log dir
+offline, Kafka's LogDirFailureChannel) and reaches the caller as KafkaStorageError.
+
+Hot path: an append or a read costs one call into the LocalLog (and its I/O guard), no
+per-record work.
 
 Concurrency: everything runs on the one event-loop thread; every method is synchronous.
 Blocking I/O: opening (recovery reads whole unflushed segments), `append_*` (os.write to
