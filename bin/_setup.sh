@@ -11,6 +11,7 @@
 #   strom_spark_env      export what Spark's Python workers need (PYSPARK_PYTHON = the venv's)
 #   strom_launch KIND NAME DAEMON CMD...   record data/run/KIND-NAME.pid, run CMD in the foreground
 #                        (exec) or, with DAEMON=1, in the background with output in data/logs/
+#                        ($STROM_DATA_DIR instead of data, e.g. a test's own directory)
 #   strom_pid_of FILE    the pid in a pid file if that process is still a strom broker/zookeeper
 #   strom_keep_log FILE  before a process writes FILE again: FILE -> FILE.1 -> ... -> FILE.5
 #   strom_stop PID...    SIGTERM, wait up to $STROM_STOP_TIMEOUT s (30), then SIGKILL
@@ -159,14 +160,15 @@ strom_pid_of() {
 strom_launch() {
     local kind=$1 name=$2 daemon=$3 pidfile pid log
     shift 3
-    mkdir -p data/run data/logs
-    pidfile="data/run/$kind-$name.pid"
+    local data=${STROM_DATA_DIR:-data}
+    mkdir -p "$data/run" "$data/logs"
+    pidfile="$data/run/$kind-$name.pid"
     if pid="$(strom_pid_of "$pidfile")"; then
         say "$kind $name is already running (pid $pid, $pidfile)"
         return 1
     fi
     if [ "$daemon" = 1 ]; then
-        log="data/logs/$kind-$name.out"
+        log="$data/logs/$kind-$name.out"
         strom_keep_log "$log"
         nohup "$@" > "$log" 2>&1 < /dev/null &
         echo $! > "$pidfile"

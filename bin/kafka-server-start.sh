@@ -3,8 +3,8 @@
 # A thin wrapper over `python -m broker`, with Kafka's script's arguments. In the foreground
 # unless -daemon (then output goes to data/logs/broker-NAME.out). The pid is recorded in
 # data/run/broker-NAME.pid (NAME: the config file's name without .properties) for
-# bin/stop-cluster.sh. Runs from the repository root: relative paths inside CONFIG (log.dirs)
-# are resolved against it.
+# bin/stop-cluster.sh ($STROM_DATA_DIR/run and /logs instead of data/ when it is set). Runs from
+# the repository root: relative paths inside CONFIG (log.dirs) are resolved against it.
 set -euo pipefail
 usage() { echo "USAGE: $0 [-daemon] server.properties [--override property=value]*" >&2; exit 1; }
 daemon=0
