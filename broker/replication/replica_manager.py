@@ -78,8 +78,9 @@ class ReplicaManager:
         self.on_log_dir_failure: Callable[[str], Awaitable[object]] | None = None
         self.halt: Callable[[str], None] = halt_broker
         self._dir_event_tasks: set[asyncio.Future] = set()
-        log_manager.on_dir_failure = self._log_dir_failed
-        log_manager.on_log_replaced = self._log_replaced
+        if log_manager is not None:         # some unit tests give a stand-in
+            log_manager.on_dir_failure = self._log_dir_failed
+            log_manager.on_log_replaced = self._log_replaced
 
     # ------------------------------------------------------------------ lookup
     def get(self, topic: str, partition: int) -> Partition:
@@ -133,6 +134,14 @@ class ReplicaManager:
         if existing is not None and existing.leader_id != -1 and leader_epoch <= existing.leader_epoch \
                 and not (leader_epoch == existing.leader_epoch and partition_epoch > existing.partition_epoch):
             return Code.STALE_CONTROLLER_EPOCH
+        if existing is None and self.broker_id in isr and leader_epoch > 0 \
+                and self.logs.get_log(topic, index) is None and self.logs.offline_dirs:
+            # Kafka refuses to create a log that is not new while a dir is offline: it may be
+            # in that dir, and an empty log counted in the ISR could be elected and lose what
+            # was acknowledged. (Epoch 0: a new partition, Kafka's isNew.)
+            log.error("%s-%d: no log here while log dirs %s are offline; it may be there",
+                      topic, index, ", ".join(self.logs.offline_dirs))
+            return Code.KAFKA_STORAGE_ERROR
         try:
             p = self._get_or_create(topic, topic_id, index, log_config)
         except KafkaStorageErrorError as e:
