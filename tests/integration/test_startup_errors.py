@@ -135,7 +135,12 @@ def test_broker_id_held_by_a_session(tmp_path):
     and registers at once. A second broker with the same id and other log dirs while the
     first runs: one line after waiting out a session timeout, exit 1."""
     from tests.support.cluster import Cluster
-    with Cluster(tmp_path / "c", brokers=1, zookeeper_session_timeout_ms=2000) as c:
+    from tests.support.zk_process import ZooKeeperProcess
+    # 30 s sessions: the killed run's session outlives the restart, which must end it.
+    c = Cluster(tmp_path / "c", brokers=1, zookeeper_session_timeout_ms=30000)
+    c.zookeeper = ZooKeeperProcess(tmp_path / "c" / "zookeeper", tick_time_ms=500,
+                                   extra={"maxSessionTimeout": "60000"})
+    with c:
         b = c.broker(0)
         before = len(b.output())
         b.kill9()
@@ -147,7 +152,7 @@ def test_broker_id_held_by_a_session(tmp_path):
         print(f"restarted at once after kill -9: registered after {took:.2f} s; {said}")
         assert len(said) == 1 and re.search(r"broker\.id 0 is still registered by session 0x[0-9a-f]+ of this "
                                              r"broker's previous run .*: ending that session", said[0])
-        assert took < 10
+        assert took < 30
 
         twin = write_config(tmp_path / "twin", zookeeper_connect=c.zk_connect,
                             zookeeper_session_timeout_ms="2000")
