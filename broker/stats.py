@@ -243,9 +243,16 @@ class RequestTimeSplit:
         return self._now
 
     def observe(self, values_ms: tuple[float, ...], now: float) -> None:
+        """Histogram.observe of each, inlined: one bucket search and no clock call each."""
         self._now = now
         for h, v in zip(self.histograms, values_ms):
-            h.observe(v)
+            i = bisect_left(h.bounds, v)
+            h.counts[i] += 1
+            h.sum += v
+            h.count += 1
+            if now >= h._rotate_at:
+                h._rotate(now)
+            h._cur[i] += 1
 
     def at(self, now: float) -> tuple[Histogram, ...]:
         """The histograms with their windows as of `now` (a scrape)."""

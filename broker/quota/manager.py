@@ -75,8 +75,8 @@ class QuotaSensor:
         quota = self.quota
         if quota is None:
             return 0
-        window = rate.window_size_ms(now_ms)
-        observed = rate.total(now_ms) * 1000.0 / window
+        total, window = rate.total_and_window(now_ms)
+        observed = total * 1000.0 / window
         if observed <= quota:
             return 0
         throttle = round((observed - quota) / quota * window)

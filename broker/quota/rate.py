@@ -44,7 +44,10 @@ class SampledRate:
 
     def _purge(self, now_ms: float) -> None:
         expire = self.samples * self.window_ms
-        starts, values = self._starts, self._values
+        starts = self._starts
+        if now_ms - min(starts) < expire:       # nothing old enough (the common case)
+            return
+        values = self._values
         for i in range(self.samples):
             if now_ms - starts[i] >= expire:
                 starts[i] = now_ms
@@ -59,6 +62,11 @@ class SampledRate:
         if full < self.samples - 1:
             elapsed += (self.samples - 1 - full) * self.window_ms
         return max(elapsed, 1.0)
+
+    def total_and_window(self, now_ms: float) -> tuple[float, float]:
+        """(`total`, `window_size_ms`) with one purge."""
+        window = self.window_size_ms(now_ms)
+        return sum(self._values), window
 
     def total(self, now_ms: float) -> float:
         """The sum of the samples kept."""
