@@ -203,12 +203,7 @@ class LocalMetadataStore(MetadataStore):
     async def alter_user_scram_credentials(self, user: str,
                                            changes: Mapping[str, str | None]) -> None:
         old = self._scram.get(user, {})
-        new = dict(old)
-        for mechanism, credential in changes.items():
-            if credential is None:
-                new.pop(mechanism, None)
-            else:
-                new[mechanism] = credential
+        new = _changed(old, changes)
         if new == old:
             return
         if new:
@@ -231,12 +226,7 @@ class LocalMetadataStore(MetadataStore):
     async def alter_client_quotas(self, entity: tuple[tuple[str, str | None], ...],
                                   changes: Mapping[str, str | None]) -> None:
         old = self._quotas.get(entity, {})
-        new = dict(old)
-        for key, value in changes.items():
-            if value is None:
-                new.pop(key, None)
-            else:
-                new[key] = value
+        new = _changed(old, changes)
         if new == old:
             return
         if new:
@@ -259,6 +249,17 @@ class LocalMetadataStore(MetadataStore):
         self._next_producer_id += count
         self._save()
         return first
+
+
+def _changed(config: Mapping[str, str], changes: Mapping[str, str | None]) -> dict[str, str]:
+    """`config` with `changes` applied: a value sets its key, None removes it."""
+    new = dict(config)
+    for key, value in changes.items():
+        if value is None:
+            new.pop(key, None)
+        else:
+            new[key] = value
+    return new
 
 
 def _entity(broker_id: int | None) -> str:
