@@ -249,3 +249,47 @@ def test_bad_input_is_one_line_and_exit_1(cluster, tmp_path, args, error):
     r = tool("--bootstrap-server", cluster.bootstrap, *(a.format(**paths) for a in args))
     assert r.returncode == 1, r.stdout
     assert r.stderr.startswith(error) and r.stderr.count("\n") == 1, r.stderr
+
+
+def test_a_move_that_cannot_finish_is_listed_verified_and_cancelled(cluster, tmp_path):
+    """Without relying on throttling: the new replica's broker is paused (SIGSTOP), so the
+    move stays in progress until --cancel puts the partition back."""
+    topic = "stuck"
+    if cluster.broker_ids() != [0, 1, 2, 3]:
+        cluster.broker(3).start(60)
+        cluster.wait_for_brokers(4)
+        wait_brokers_known(cluster, 4)
+    create(cluster, topic, [[0, 1]])
+    produce(cluster, topic, 1, 100)
+    bs = ("--bootstrap-server", cluster.bootstrap_except(3))
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text('{"version":1,"partitions":[{"topic":"stuck","partition":0,"replicas":[0,3]}]}')
+    cluster.sigstop(3)
+    try:
+        ex = tool(*bs, "--execute", "--reassignment-json-file", str(plan_file))
+        assert ex.returncode == 0, ex.stderr
+        assert "Successfully started partition reassignment for stuck-0" in ex.stdout
+        assert "throttle" not in ex.stdout
+        listed = tool(*bs, "--list")
+        assert listed.stdout.splitlines() == ["Current partition reassignments:",
+                                              "stuck-0: replicas: 0,3,1. adding: 3. removing: 1."], listed.stdout
+        again = tool(*bs, "--execute", "--reassignment-json-file", str(plan_file))
+        assert again.returncode == 1
+        assert again.stderr.startswith("Error: Cannot execute because there is an existing partition assignment.")
+        ver = tool(*bs, "--verify", "--reassignment-json-file", str(plan_file), "--preserve-throttles")
+        assert ver.stdout.splitlines() == ["Status of partition reassignment:",
+                                           "Reassignment of partition stuck-0 is still in progress."], ver.stdout
+        cancel = tool(*bs, "--cancel", "--reassignment-json-file", str(plan_file), "--preserve-throttles")
+        assert cancel.returncode == 0, cancel.stderr
+        assert cancel.stdout.splitlines() == ["Successfully cancelled partition reassignment for: stuck-0",
+                                              "None of the specified partition moves are active."], cancel.stdout
+        assert assignment(cluster, topic) == {0: [0, 1]}
+        assert tool(*bs, "--list").stdout.strip() == "No partition reassignments found."
+        ver = tool(*bs, "--verify", "--reassignment-json-file", str(plan_file), "--preserve-throttles")
+        assert ver.stdout.splitlines()[1] == \
+            "There is no active reassignment of partition stuck-0, but replica set is 0,1 rather than 0,3."
+        again = tool(*bs, "--cancel", "--reassignment-json-file", str(plan_file), "--preserve-throttles")
+        assert again.stdout.splitlines()[0] == "None of the specified partition reassignments are active."
+    finally:
+        cluster.sigcont(3)
+    assert count_records(cluster, topic, 1) == {0: 100}
