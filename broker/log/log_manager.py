@@ -109,6 +109,8 @@ class LogManager:
                  cleaner_dedupe_buffer_size: int = DEFAULT_DEDUPE_BUFFER_SIZE):
         self._checkpoint_writer: concurrent.futures.ThreadPoolExecutor | None = None
         self._fsync_failures: list[str] = []     # files the background fsync could not sync
+        self._closing = False
+        self._failed_while_closing: set[str] = set()
         self._closed = False
         if not log_dirs:
             raise ValueError("at least one log dir is required")
@@ -307,6 +309,10 @@ class LogManager:
     def _rename_for_deletion(self, plog: PartitionLog, log_dir: str, now_ms: int | None = None) -> None:
         """`<topic>-<partition>.<uuid>-delete`, removed after file.delete.delay.ms (its open
         files may still be read by sendfiles in flight)."""
+        # A log that left the manager reports nothing: a late use of it (its files are closed
+        # after the delay) must not take the dir offline.
+        plog.on_io_error = None
+        plog.on_truncated = None
         target = os.path.join(log_dir, f"{plog.topic}-{plog.partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
         os.replace(plog.dir, target)
         plog.dir = target
@@ -336,6 +342,12 @@ class LogManager:
         written there), moves out of it and into it stop, and `on_dir_failure` hears which
         partitions went. Idempotent; an unknown dir is ignored."""
         if log_dir not in self.log_dirs or log_dir in self._offline:
+            return
+        if self._closing:
+            # Shutting down: files get closed, and a late write failing need not be a disk
+            # fault; the dir is only denied its clean-shutdown marker.
+            log.warning("I/O error in %s while closing: %s", log_dir, cause)
+            self._failed_while_closing.add(log_dir)
             return
         self._offline[log_dir] = str(cause)
         log.error("log dir %s is offline after an I/O error: %s", log_dir, cause)
@@ -697,6 +709,7 @@ class LogManager:
     def close(self) -> None:
         """Clean shutdown: flush and close every log, write the checkpoints and the
         clean-shutdown marker (so the next start skips recovery) in every online dir."""
+        self._closing = True
         for plog in [*self._logs.values(), *self._futures.values()]:
             try:
                 plog.close()
@@ -721,6 +734,8 @@ class LogManager:
                       len(self._fsync_failures), self._fsync_failures[0])
             return
         for d in self.online_dirs:
+            if d in self._failed_while_closing:
+                continue
             try:
                 checkpoints.atomic_write(os.path.join(d, CLEAN_SHUTDOWN_FILE), b"")
             except OSError as e:
