@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from broker.log import LogConfig, LogManager
+from broker.log import LogConfig, LogManager, PartitionLog
 from broker.log import checkpoints
 from broker.log.dir_mover import LogDirMover
 from broker.log.errors import KafkaStorageError, LogDirNotFoundError
@@ -209,7 +209,9 @@ def test_a_move_to_the_dir_it_is_in_does_nothing_and_another_target_restarts_it(
     lm.close()
 
 
-def test_a_crash_between_the_renames_of_a_swap_completes_the_move_at_start(tmp_path):
+def moving(tmp_path) -> tuple[list[str], LogManager, PartitionLog, str, PartitionLog]:
+    """Two dirs; t-0 with 5 records starts moving to the other dir: (dirs, manager, its
+    current log, the target dir, the future log)."""
     paths = dirs(tmp_path)
     lm = manager(paths)
     log0 = lm.create_log("t", 0)
@@ -219,6 +221,11 @@ def test_a_crash_between_the_renames_of_a_swap_completes_the_move_at_start(tmp_p
     target = next(d for d in paths if d != lm.log_dir_of("t", 0))
     future = lm.create_future_log("t", 0, target)
     assert future is not None
+    return paths, lm, log0, target, future
+
+
+def test_a_crash_between_the_renames_of_a_swap_completes_the_move_at_start(tmp_path):
+    paths, lm, log0, target, future = moving(tmp_path)
     LogDirMover(lm)._copy_chunk(log0, future)
     lm.close()
     # The crash: the current log was renamed for deletion, the future one not yet renamed.
@@ -231,13 +238,7 @@ def test_a_crash_between_the_renames_of_a_swap_completes_the_move_at_start(tmp_p
 
 
 def test_a_move_interrupted_by_a_restart_resumes(tmp_path):
-    paths = dirs(tmp_path)
-    lm = manager(paths)
-    log0 = lm.create_log("t", 0)
-    for i in range(5):
-        log0.append_as_leader(batch(i), 0)
-    target = next(d for d in paths if d != lm.log_dir_of("t", 0))
-    assert lm.create_future_log("t", 0, target) is not None
+    paths, lm, _, target, _ = moving(tmp_path)
     lm.close()
     again = manager(paths)
     future = again.future_log("t", 0)
