@@ -20,7 +20,7 @@ import json
 import logging
 import sys
 import time
-from typing import Any
+from typing import Any, Callable
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
@@ -91,51 +91,55 @@ class View:
         return out
 
 
-def registered(view: View, timeout: float, ids: list[int], pids: list[str], since_ms: int) -> int:
-    deadline, said = time.monotonic() + timeout, 0.0
+def poll(check: Callable[[], tuple[bool, str]], timeout: float, pids: list[str], what: str) -> int:
+    """Call `check` (-> done, status) until done (0); 2 as soon as a process of `pids` is
+    gone, 1 after `timeout`. The status is printed every 10 s and at the end."""
+    start = time.monotonic()
+    said = start - 10
     while True:
         dead = [p for p in pids if not running(p)]
         if dead:
             say(f"broker process(es) {' '.join(dead)} exited")
             return 2
-        have, controller = view.brokers(since_ms), view.controller()
-        if set(ids) <= set(have) and controller is not None:
-            say(f"brokers {ids} registered; broker {controller} is the controller")
-            return 0
+        done, status = check()
         now = time.monotonic()
-        if now >= deadline:
-            say(f"after {timeout:.0f}s: registered brokers {have}, controller {controller}")
+        if done:
+            say(status)
+            return 0
+        if now - start >= timeout:
+            say(f"after {timeout:.0f}s {what}: {status}")
             return 1
         if now - said >= 10:
             said = now
-            say(f"registered so far: {have or 'none'}; controller: {controller}")
+            say(f"waiting: {status}")
         time.sleep(0.2)
+
+
+def registered(view: View, timeout: float, ids: list[int], pids: list[str], since_ms: int) -> int:
+    def check() -> tuple[bool, str]:
+        have, controller = view.brokers(since_ms), view.controller()
+        if set(ids) <= set(have) and controller is not None:
+            return True, f"brokers {ids} registered; broker {controller} is the controller"
+        return False, f"registered {have or 'none'} of {ids}; controller: {controller}"
+    return poll(check, timeout, pids, "not all registered")
 
 
 def in_sync(view: View, timeout: float, broker: int, pid: str, since_ms: int) -> int:
     start = time.monotonic()
-    deadline, said, took_register = start + timeout, start, None
-    while True:
-        if not running(pid):
-            say(f"broker {broker} (pid {pid}) exited")
-            return 2
+    took_register: float | None = None
+
+    def check() -> tuple[bool, str]:
+        nonlocal took_register
         if took_register is None and broker in view.brokers(since_ms):
             took_register = time.monotonic() - start
-        lagging = view.under_replicated() if took_register is not None else None
-        if lagging == []:
-            say(f"broker {broker} registered after {took_register:.1f}s; no partition "
-                f"under-replicated after {time.monotonic() - start:.1f}s")
-            return 0
-        now = time.monotonic()
-        where = ("not registered yet" if lagging is None else
-                 f"{len(lagging)} under-replicated partition(s): {' '.join(lagging[:10])}")
-        if now >= deadline:
-            say(f"after {timeout:.0f}s broker {broker} is {where}")
-            return 1
-        if now - said >= 10:
-            said = now
-            say(f"waiting for broker {broker}: {where}")
-        time.sleep(0.3)
+        if took_register is None:
+            return False, f"broker {broker} is not registered yet"
+        lagging = view.under_replicated()
+        if not lagging:
+            return True, (f"broker {broker} registered after {took_register:.1f}s; no partition "
+                          f"under-replicated after {time.monotonic() - start:.1f}s")
+        return False, f"{len(lagging)} under-replicated partition(s): {' '.join(lagging[:10])}"
+    return poll(check, timeout, [pid], f"broker {broker} is not back in sync")
 
 
 def main(argv: list[str]) -> int:
