@@ -359,6 +359,11 @@ class ReplicaManager:
         if delete:
             self.logs.delete_log(topic, partition)
         self._wake(p)
+        # Kafka's stopReplicas completes the delayed produces: acks=all waits here can no
+        # longer be met by this broker, and a client left waiting would time out and resend.
+        for _, fut in self._hw_waiters.pop((topic, partition), []):
+            if not fut.done():
+                fut.set_result(Code.NOT_LEADER_OR_FOLLOWER)
 
     def delete_partition(self, topic: str, partition: int) -> None:
         self.stop_replica(topic, partition, delete=True)
