@@ -26,9 +26,11 @@ from clients.aio.security import PLAINTEXT, ClientSecurity
 
 from . import zk_paths as zp
 from .controller_channels import BrokerChannels
+from .liveness import ProcessWatch
+from .reassignment import Reassignment, invalid_target
 from .store import TopicConfigChanged
 from .zk_errors import ControllerMovedError, StaleZkVersionError
-from .zk_events import (BrokersChanged, ControllerChanged, IsrChangesNotified,
+from .zk_events import (BrokerModified, BrokersChanged, ControllerChanged, IsrChangesNotified,
                         PreferredReplicaElectionRequested, SessionReestablished,
                         TopicDeletionsRequested, TopicModified, TopicsChanged, ZkEvent)
 from .zookeeper import ZkMetadataStore
@@ -79,6 +81,14 @@ class _UncleanEnabled:
 
 
 @dataclass(frozen=True)
+class _ProcessDied:
+    """A broker's listener refused connections (liveness.py): the process registered at
+    `registered_at` (its registration's timestamp) is gone."""
+    broker_id: int
+    registered_at: int
+
+
+@dataclass(frozen=True)
 class _ControlledShutdown:
     broker_id: int
     answer: "asyncio.Future[list[TopicPartition] | None]"
@@ -89,6 +99,8 @@ PREFERRED_ELECTION = 0
 UNCLEAN_ELECTION = 1
 # Kafka's error codes of an election result, as ElectLeaders answers them per partition.
 _UNKNOWN_TOPIC_OR_PARTITION = 3
+_INVALID_REPLICA_ASSIGNMENT = 39
+_NO_REASSIGNMENT_IN_PROGRESS = 85
 _PREFERRED_LEADER_NOT_AVAILABLE = 80
 _ELIGIBLE_LEADERS_NOT_AVAILABLE = 83
 _ELECTION_NOT_NEEDED = 84
@@ -105,8 +117,21 @@ class _RequestedElection:
     answer: "asyncio.Future[dict[TopicPartition, ElectionResult] | None]"
 
 
+@dataclass(frozen=True)
+class _AlterReassignments:
+    """AlterPartitionReassignments: a target replica list per partition, None to cancel."""
+    targets: "tuple[tuple[TopicPartition, tuple[int, ...] | None], ...]"
+    answer: "asyncio.Future[dict[TopicPartition, ElectionResult] | None]"
+
+
+@dataclass(frozen=True)
+class _ListReassignments:
+    partitions: "tuple[TopicPartition, ...] | None"
+    answer: "asyncio.Future[dict[TopicPartition, Reassignment] | None]"
+
+
 ControllerEvent = Union[ZkEvent, _Elect, _PreferredElection, _UncleanEnabled, _ControlledShutdown,
-                        _RequestedElection]
+                        _RequestedElection, _ProcessDied, _AlterReassignments, _ListReassignments]
 
 
 class ElectionTimes(Protocol):
@@ -139,6 +164,12 @@ class Controller:
         self.states: dict[TopicPartition, PState] = {}
         self.assignments: dict[str, dict[int, list[int]]] = {}
         self.shutting_down: set[int] = set()
+        self.reassigning: dict[TopicPartition, Reassignment] = {}
+        # Brokers whose process is gone while ZooKeeper still holds their registration:
+        # broker id -> the fenced registration's timestamp (a new process registers anew).
+        self.fenced: dict[int, int] = {}
+        # While active: a ProcessWatch per other live broker; otherwise one on the controller.
+        self._watches: dict[tuple[int, int], ProcessWatch] = {}
         self.channels = BrokerChannels(f"controller-{self.broker_id}", settings.listener_name, settings.security,
                                        zk.broker_registrations, lambda b: b in self.live)
         self.events: asyncio.Queue[ControllerEvent] = asyncio.Queue()
@@ -169,6 +200,7 @@ class Controller:
         if self._task:
             self._task.cancel()
         self._stand_down()
+        self._stop_watches()
         await self.channels.close_connections()
 
     async def _process(self) -> None:
@@ -176,6 +208,7 @@ class Controller:
             event = await self.events.get()
             try:
                 await self._handle(event)
+                self._sync_watches()
             except ControllerMovedError:
                 log.warning("controller %d: another broker became controller; standing down", self.broker_id)
                 self._stand_down()
@@ -194,6 +227,9 @@ class Controller:
             if self.active and event.controller_id != self.broker_id:
                 self._stand_down()
             return
+        if isinstance(event, _ProcessDied):
+            await self._on_process_died(event.broker_id, event.registered_at)
+            return
         if isinstance(event, SessionReestablished):
             self._stand_down()
             await self._elect()
@@ -208,16 +244,8 @@ class Controller:
             else:
                 event.answer.set_result(await self._controlled_shutdown(event.broker_id))
             return
-        if isinstance(event, _RequestedElection):
-            try:
-                results = (await self._requested_election(event.election_type, event.partitions)
-                           if self.active else None)
-            except BaseException as e:
-                if not event.answer.done():
-                    event.answer.set_exception(e if isinstance(e, Exception) else asyncio.CancelledError())
-                raise
-            if not event.answer.done():
-                event.answer.set_result(results)
+        if isinstance(event, (_RequestedElection, _AlterReassignments, _ListReassignments)):
+            await self._answer(event)
             return
         if not self.active:
             return
@@ -231,6 +259,11 @@ class Controller:
             return
         if isinstance(event, BrokersChanged):
             await self._on_brokers_changed(set(event.added), set(event.removed))
+        elif isinstance(event, BrokerModified):
+            if event.broker_id in self.fenced and event.broker_id in self._zk_live():
+                # The fenced process's successor registered in the same breath as the
+                # old registration went: it is a new broker for the cluster.
+                await self._on_brokers_changed({event.broker_id}, set())
         elif isinstance(event, (TopicsChanged, TopicModified)):
             await self._on_topics_changed()
         elif isinstance(event, TopicDeletionsRequested):
@@ -261,7 +294,8 @@ class Controller:
         await self._on_become_controller()
 
     async def _on_become_controller(self) -> None:
-        self.live = {b.broker_id for b in self.zk.live_brokers()}
+        self.live = self._zk_live()
+        self._sync_watches()        # a dead predecessor is found while the rest goes on
         for b in self.live:
             self.channels.open(b)
         # Tell every broker at once who the controller is now (live brokers, no partitions):
@@ -270,6 +304,7 @@ class Controller:
         # sends this UpdateMetadata before its state machines start electing.
         self._send_update_metadata(self.live, [])
         self.assignments = {name: dict(t.partitions) for name, t in self.zk.topics().items()}
+        self._resume_reassignments()
         tps = [(t, p) for t, parts in self.assignments.items() for p in parts]
         got = await self.zk.get_partition_states(tps)
         self.states = {tp: PState(s, v) for tp, (s, v) in got.items()}
@@ -288,6 +323,7 @@ class Controller:
             await self._on_deletions(pending)
         await self._on_isr_changes()
         await self._on_preferred_replica_election_znode()
+        await self._complete_reassignments(list(self.reassigning))
         if self.auto_rebalance:
             self._rebalance_task = asyncio.ensure_future(self._rebalance_timer())
 
@@ -315,6 +351,26 @@ class Controller:
             log.info("controller: preferred replica election moved %d leaders", len(changed))
             self._announce(changed)
         return changed
+
+    async def _answer(self, event: "_RequestedElection | _AlterReassignments | _ListReassignments") -> None:
+        """Run an operator's request and resolve its future (None: not the controller); a
+        failure is handed to the waiting handler too, never left unanswered."""
+        answer: asyncio.Future = event.answer
+        try:
+            result: object = None
+            if self.active:
+                if isinstance(event, _RequestedElection):
+                    result = await self._requested_election(event.election_type, event.partitions)
+                elif isinstance(event, _AlterReassignments):
+                    result = await self._alter_reassignments(event.targets)
+                else:
+                    result = self._list_reassignments(event.partitions)
+        except BaseException as e:
+            if not answer.done():
+                answer.set_exception(e if isinstance(e, Exception) else asyncio.CancelledError())
+            raise
+        if not answer.done():
+            answer.set_result(result)
 
     async def _requested_election(self, election_type: int, partitions: tuple[TopicPartition, ...] | None
                                   ) -> dict[TopicPartition, ElectionResult]:
@@ -418,6 +474,209 @@ class Controller:
         self.events.put_nowait(_RequestedElection(
             election_type, tuple(partitions) if partitions is not None else None, fut))
         return await fut
+
+    # ================================================================== reassignment
+    async def _alter_reassignments(self, targets: tuple[tuple[TopicPartition, tuple[int, ...] | None], ...]
+                                   ) -> dict[TopicPartition, ElectionResult]:
+        """Kafka's onPartitionReassignment, first half: RS = TRS ++ (ORS - TRS) written to the
+        topic znode with adding/removing, a leader epoch bump, LeaderAndIsr to RS. A move
+        whose targets are already in sync completes at once (`_complete_reassignments`).
+        A target of None cancels: the partition goes back to its original replicas."""
+        results: dict[TopicPartition, ElectionResult] = {}
+        deleting = self.zk.topics_pending_deletion()
+        registered = set(self.zk.broker_registrations())
+        moves: dict[TopicPartition, Reassignment] = {}
+        for tp, target in targets:
+            name = f"{tp[0]}-{tp[1]}"
+            if tp not in self.states or tp[0] in deleting:
+                results[tp] = (_UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find partition {name}.")
+                continue
+            current = self.reassigning.get(tp)
+            if target is None:
+                if current is None:
+                    results[tp] = (_NO_REASSIGNMENT_IN_PROGRESS, f"No reassignment in progress for partition {name}.")
+                else:
+                    moves[tp] = Reassignment(current.original, current.original)
+                continue
+            why = invalid_target(list(target), registered)
+            if why is not None:
+                results[tp] = (_INVALID_REPLICA_ASSIGNMENT, why)
+                continue
+            original = current.original if current is not None else tuple(self._replicas(tp))
+            moves[tp] = Reassignment(original, tuple(target))
+        started = [tp for tp in moves if await self._start_move(tp, moves[tp])]
+        for tp in moves:
+            results[tp] = (0, None) if tp in started else \
+                (_INVALID_REPLICA_ASSIGNMENT, f"Partition {tp[0]}-{tp[1]} changed while being reassigned; retry.")
+        await self._complete_reassignments(started)
+        return results
+
+    async def _start_move(self, tp: TopicPartition, move: Reassignment) -> bool:
+        old_rs = self._replicas(tp)
+        finished = move.target == move.original
+        if not await self._write_assignment(tp, move):
+            return False
+        new_rs = list(move.target) if finished else move.replicas
+        if finished:
+            self.reassigning.pop(tp, None)
+        else:
+            self.reassigning[tp] = move
+        dropped = [r for r in old_rs if r not in new_rs]      # e.g. the additions of a cancelled move
+        s = self.states[tp].state
+        isr = [r for r in s.isr if r in new_rs] or s.isr
+        leader = s.leader
+        if leader not in new_rs:
+            leader = next((r for r in new_rs if r in isr and r in self.live), zp.NO_LEADER)
+        await self._write_states({tp: zp.PartitionState(leader, s.leader_epoch + 1, isr, self._acting_epoch())})
+        self._announce([tp])
+        self._stop_replicas(tp, dropped)
+        log.info("controller: reassignment of %s-%d %s: replicas %s -> %s", tp[0], tp[1],
+                 "reverted" if finished and old_rs != new_rs else "started", old_rs, new_rs)
+        return True
+
+    async def _complete_reassignments(self, tps: list[TopicPartition]) -> None:
+        """The second half, for each move whose target replicas are all in the ISR: a leader
+        from the target if the current one leaves, the ISR without the removed replicas
+        (one conditional write), RS = TRS in the topic znode, StopReplica(delete) to the
+        removed replicas."""
+        for tp in tps:
+            move = self.reassigning.get(tp)
+            ps = self.states.get(tp)
+            if move is None or ps is None or not move.complete(ps.state.isr):
+                continue
+            s = ps.state
+            isr = [r for r in s.isr if r in move.target]
+            leader = s.leader
+            if leader not in move.target or leader not in self.live:
+                leader = next((r for r in move.target if r in isr and r in self.live), zp.NO_LEADER)
+                if leader == zp.NO_LEADER:
+                    continue             # no live target in sync yet: an ISR change will retry
+            if not await self._write_states({tp: zp.PartitionState(leader, s.leader_epoch + 1, isr,
+                                                                   self._acting_epoch())}):
+                continue
+            done = Reassignment(move.target, move.target)
+            if not await self._write_assignment(tp, done):
+                continue
+            self.reassigning.pop(tp, None)
+            self._announce([tp])
+            self._stop_replicas(tp, move.removing)
+            log.info("controller: reassignment of %s-%d completed: replicas %s (leader %d)",
+                     tp[0], tp[1], list(move.target), leader)
+
+    async def _write_assignment(self, tp: TopicPartition, move: Reassignment) -> bool:
+        """The topic znode with `move` applied to partition tp[1] (a finished move clears its
+        adding/removing); re-read and retried when it changed underneath."""
+        topic, p = tp
+        assert self.epoch_zk_version is not None
+        for _ in range(5):
+            got = await self.zk.topic_assignment(topic)
+            if got is None:
+                return False
+            assignment, version = got
+            if move.target == move.original:
+                assignment.partitions[p] = list(move.target)
+                assignment.adding_replicas.pop(p, None)
+                assignment.removing_replicas.pop(p, None)
+            else:
+                assignment.partitions[p] = move.replicas
+                assignment.adding_replicas[p] = move.adding
+                assignment.removing_replicas[p] = move.removing
+            if await self.zk.write_topic_assignment(topic, assignment, version,
+                                                    controller_epoch_zk_version=self.epoch_zk_version) is not None:
+                self.assignments.setdefault(topic, {})[p] = list(assignment.partitions[p])
+                return True
+        return False
+
+    def _stop_replicas(self, tp: TopicPartition, brokers: list[int]) -> None:
+        for b in brokers:
+            if b in self.live:
+                self._send_stop_replica(b, [tp], delete=True)
+
+    def _list_reassignments(self, partitions: tuple[TopicPartition, ...] | None) -> dict[TopicPartition, Reassignment]:
+        if partitions is None:
+            return dict(self.reassigning)
+        return {tp: self.reassigning[tp] for tp in partitions if tp in self.reassigning}
+
+    def _resume_reassignments(self) -> None:
+        """A new controller takes over the moves its predecessor left in the topic znodes."""
+        self.reassigning = {}
+        for name, meta in self.zk.topics().items():
+            for p in set(meta.adding_replicas) | set(meta.removing_replicas):
+                replicas = meta.partitions.get(p)
+                if replicas:
+                    self.reassigning[(name, p)] = Reassignment.from_assignment(
+                        replicas, meta.adding_replicas.get(p, []), meta.removing_replicas.get(p, []))
+
+    async def alter_reassignments(self, targets: list[tuple[TopicPartition, list[int] | None]]
+                                  ) -> dict[TopicPartition, ElectionResult] | None:
+        """For the AlterPartitionReassignments handler (None: not the controller)."""
+        fut: asyncio.Future[dict[TopicPartition, ElectionResult] | None] = \
+            asyncio.get_running_loop().create_future()
+        self.events.put_nowait(_AlterReassignments(
+            tuple((tp, None if t is None else tuple(t)) for tp, t in targets), fut))
+        return await fut
+
+    async def list_reassignments(self, partitions: list[TopicPartition] | None
+                                 ) -> dict[TopicPartition, Reassignment] | None:
+        """For the ListPartitionReassignments handler (None: not the controller)."""
+        fut: asyncio.Future[dict[TopicPartition, Reassignment] | None] = asyncio.get_running_loop().create_future()
+        self.events.put_nowait(_ListReassignments(None if partitions is None else tuple(partitions), fut))
+        return await fut
+
+    # ================================================================== process liveness
+    def _zk_live(self) -> set[int]:
+        """Registered brokers, less those fenced whose registration is still the fenced one."""
+        regs = self.zk.broker_registrations()
+        for b, registered_at in list(self.fenced.items()):
+            if b not in regs or regs[b].timestamp != registered_at:
+                del self.fenced[b]      # gone from ZooKeeper, or a new process registered
+        return set(regs) - set(self.fenced)
+
+    def _sync_watches(self) -> None:
+        """Active: watch every other live broker's process. Otherwise: watch the controller's."""
+        regs = self.zk.broker_registrations()
+        if self.active:
+            wanted = {b for b in self.live if b != self.broker_id}
+        else:
+            c = self.zk.controller_id
+            wanted = {c} if c not in (zp.NO_LEADER, self.broker_id) and c not in self.fenced else set()
+        keys = {(b, regs[b].timestamp) for b in wanted if b in regs}
+        for key in set(self._watches) - keys:
+            self._watches.pop(key).stop()
+        for b, registered_at in keys - set(self._watches):
+            host, port = self.channels.endpoint(regs[b])
+            self._watches[(b, registered_at)] = ProcessWatch(
+                f"broker {b}", host, port, self._report_death(b, registered_at)).start()
+
+    def _report_death(self, broker_id: int, registered_at: int) -> Callable[[], None]:
+        return lambda: self.events.put_nowait(_ProcessDied(broker_id, registered_at))
+
+    def _stop_watches(self) -> None:
+        for w in self._watches.values():
+            w.stop()
+        self._watches.clear()
+
+    async def _on_process_died(self, broker_id: int, registered_at: int) -> None:
+        """The broker's process is gone though its ZooKeeper session lives on (it expires
+        only after zookeeper.session.timeout.ms). The controller fences it at once: treated
+        as removed, its partitions get new leaders from their ISRs and it leaves the ISRs.
+        Any other broker, seeing the controller die, deletes /controller so that an election
+        starts now."""
+        self._watches.pop((broker_id, registered_at), None)
+        reg = self.zk.broker_registrations().get(broker_id)
+        if reg is None or reg.timestamp != registered_at:
+            return                      # already gone, or a new process registered
+        if not self.active:
+            if self.zk.controller_id == broker_id and await self.zk.remove_dead_controller(broker_id):
+                log.warning("controller %d's process is gone; removed /controller so that a new "
+                            "controller is elected now", broker_id)
+            return
+        if broker_id not in self.live:
+            return
+        log.warning("controller: broker %d's process is gone (its listener refuses connections); "
+                    "fencing it now instead of waiting for its ZooKeeper session to expire", broker_id)
+        self.fenced[broker_id] = registered_at
+        await self._on_brokers_changed(set(), {broker_id})
 
     # ================================================================== state changes
     def _replicas(self, tp: TopicPartition) -> list[int]:
@@ -593,7 +852,7 @@ class Controller:
 
     # ================================================================== events
     async def _on_brokers_changed(self, added: set[int], removed: set[int]) -> None:
-        self.live = {b.broker_id for b in self.zk.live_brokers()}
+        self.live = self._zk_live()
         for b in removed:
             self.channels.close(b)
             self.shutting_down.discard(b)
@@ -638,6 +897,7 @@ class Controller:
             await self.zk.complete_topic_deletion(topic, controller_epoch_zk_version=self.epoch_zk_version)
             for tp in tps:
                 self.states.pop(tp, None)
+                self.reassigning.pop(tp, None)
             self.assignments.pop(topic, None)
             log.info("controller: deleted topic %s", topic)
 
@@ -651,6 +911,7 @@ class Controller:
             self.states[tp] = PState(s, v)
         await self.zk.delete_isr_change_notifications(notes)
         self._send_update_metadata(self.live, list(got))
+        await self._complete_reassignments([tp for tp in got if tp in self.reassigning])
 
     async def _controlled_shutdown(self, broker_id: int) -> list[TopicPartition]:
         """Move leadership off `broker_id` and take it out of ISRs; the partitions it still
@@ -682,7 +943,8 @@ class Controller:
                 "leader": LEADER_DURING_DELETE if deleting else s.leader, "leader_epoch": s.leader_epoch,
                 "isr": list(s.isr), "zk_version": self.states[tp].zk_version, "replicas": self._replicas(tp),
                 "offline_replicas": [r for r in self._replicas(tp) if r not in self.live],
-                "adding_replicas": [], "removing_replicas": [], "is_new": False,
+                "adding_replicas": move.adding if (move := self.reassigning.get(tp)) else [],
+                "removing_replicas": move.removing if move else [], "is_new": False,
                 "leader_recovery_state": s.leader_recovery_state}
 
     def _topic_id(self, topic: str) -> uuid.UUID | None:

@@ -32,6 +32,9 @@ class TopicMetadata:
     topic_id: uuid.UUID
     partitions: dict[int, list[int]]            # partition -> replica broker ids
     configs: dict[str, str] = field(default_factory=dict)   # per-topic overrides only
+    # A reassignment in progress (KIP-455): partition -> replicas being added / removed.
+    adding_replicas: dict[int, list[int]] = field(default_factory=dict)
+    removing_replicas: dict[int, list[int]] = field(default_factory=dict)
 
     @property
     def is_internal(self) -> bool:

@@ -390,7 +390,8 @@ class ClusterView:
         if assignment is None:
             return None
         return TopicMetadata(name, assignment.topic_id or _ZERO_UUID,
-                             dict(assignment.partitions), configs)
+                             dict(assignment.partitions), configs,
+                             dict(assignment.adding_replicas), dict(assignment.removing_replicas))
 
     def _apply_topic(self, name: str, meta: TopicMetadata | None,
                      added: set[str], removed: set[str]) -> None:
@@ -442,7 +443,8 @@ class ClusterView:
         old = self.topics.get(name)
         configs = old.configs if old is not None else await self._read_topic_config(name)
         meta = TopicMetadata(name, assignment.topic_id or _ZERO_UUID,
-                             dict(assignment.partitions), dict(configs))
+                             dict(assignment.partitions), dict(configs),
+                             dict(assignment.adding_replicas), dict(assignment.removing_replicas))
         added: set[str] = set()
         removed: set[str] = set()
         self._apply_topic(name, meta, added, removed)
@@ -455,7 +457,8 @@ class ClusterView:
         configs = await self._read_topic_config(name)
         old = self.topics.get(name)
         if old is not None and old.configs != configs:
-            self.topics[name] = TopicMetadata(name, old.topic_id, old.partitions, configs)
+            self.topics[name] = TopicMetadata(name, old.topic_id, old.partitions, configs,
+                                              old.adding_replicas, old.removing_replicas)
             self.emit(TopicConfigChanged(name, dict(configs)))
 
     async def refresh_controller(self) -> None:

@@ -129,6 +129,22 @@ class ControllerElection:
         got = await self.session.get(zp.CONTROLLER_EPOCH)
         return None if got is None else (zp.decode_controller_epoch(got[0]), got[1].version)
 
+    async def remove_dead_controller(self, broker_id: int) -> bool:
+        """Delete /controller while it still names `broker_id`, whose process is gone (see
+        liveness.py), so an election starts without waiting for that broker's session to
+        expire. True if it did. A newer controller's node is left alone unless it was
+        recreated between the read and the delete (same version): then one more election
+        runs, which the controller epoch keeps safe."""
+        got = await self.session.get(zp.CONTROLLER)
+        if got is None or self.session.is_own_ephemeral(got[1]):
+            return False
+        if zp.decode_controller(got[0]).broker_id != broker_id:
+            return False
+        try:
+            return await self.session.delete_if_exists(zp.CONTROLLER, got[1].version)
+        except BadVersionError:
+            return False
+
     async def read_controller(self) -> ControllerRegistration | None:
         got = await self.session.get(zp.CONTROLLER)
         return None if got is None else zp.decode_controller(got[0])

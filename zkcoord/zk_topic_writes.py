@@ -142,6 +142,31 @@ class TopicWrites:
         got = await self.session.get(zp.topic_path(name))
         return None if got is None else (zp.decode_topic(name, got[0]), got[1].version)
 
+    async def write_topic_assignment(self, name: str, assignment: TopicAssignment, expected_version: int,
+                                     *, controller_epoch_zk_version: int) -> int | None:
+        """The controller's rewrite of /brokers/topics/<t> (a reassignment's steps), in one
+        transaction with its epoch check: the new zk version, or None when the znode is no
+        longer at `expected_version`. ControllerMovedError when the epoch moved on."""
+        c = self.session.client
+        path = zp.topic_path(name)
+        data = zp.encode_topic(assignment)
+
+        def make() -> Any:
+            t = c.transaction()
+            t.check(zp.CONTROLLER_EPOCH, controller_epoch_zk_version)
+            t.set_data(path, data, expected_version)
+            return t.commit_async()
+
+        check, written = await self.session.call(make)
+        if isinstance(check, Exception) and not isinstance(check, RolledBackError):
+            raise ControllerMovedError(f"controller epoch zk version is no longer {controller_epoch_zk_version}")
+        if isinstance(written, (BadVersionError, NoNodeError)):
+            return None
+        if isinstance(written, Exception):
+            raise written
+        await self.view.catch_up(lambda: self.view.refresh_topic(name))
+        return int(written.version)
+
     async def topics_marked_for_deletion(self) -> set[str]:
         return set(await self.session.children(zp.DELETE_TOPICS))
 

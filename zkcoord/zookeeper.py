@@ -216,6 +216,11 @@ class ZkMetadataStore(MetadataStore):
     async def topics_marked_for_deletion(self) -> set[str]:
         return await self.topic_writes.topics_marked_for_deletion()
 
+    async def write_topic_assignment(self, name: str, assignment: TopicAssignment, expected_version: int,
+                                     *, controller_epoch_zk_version: int) -> int | None:
+        return await self.topic_writes.write_topic_assignment(
+            name, assignment, expected_version, controller_epoch_zk_version=controller_epoch_zk_version)
+
     async def complete_topic_deletion(self, name: str, *,
                                       controller_epoch_zk_version: int | None = None) -> None:
         await self.topic_writes.complete_topic_deletion(
@@ -338,6 +343,9 @@ class ZkMetadataStore(MetadataStore):
 
     async def read_controller(self) -> ControllerRegistration | None:
         return await self.election.read_controller()
+
+    async def remove_dead_controller(self, broker_id: int) -> bool:
+        return await self.election.remove_dead_controller(broker_id)
 
     # ------------------------------------------------------------ cluster id, registration
 

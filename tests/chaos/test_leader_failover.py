@@ -1,8 +1,9 @@
 """Invariant 3 under leader loss: with replication factor 3, min.insync.replicas=2 and
 acks=all, kill -9 of the partition leader (repeatedly, each time restarted) loses no
 acknowledged record, and every replica's log is byte-identical once all are back.
-Unavailability after kill -9 is bounded by the ZooKeeper session timeout + 2 s, and after
-SIGTERM (controlled shutdown) by 1 s; both are measured and printed.
+Unavailability after kill -9 is bounded by 2 s (the controller sees the process die, it does
+not wait for the ZooKeeper session to expire: zkcoord/liveness.py), and after SIGTERM
+(controlled shutdown) by 1 s; both are measured and printed.
 
 Short form: 2 rounds. `--long` (or STROM_LONG_TESTS=1): 10 rounds.
 """
@@ -96,7 +97,7 @@ def test_unavailability_bounds(cluster):
     leader = cluster.leader(TOPIC, 0)
     after_kill = unavailability(cluster, lambda: cluster.kill9(leader))
     print(f"unavailable after kill -9 of the leader: {after_kill:.2f} s "
-          f"(bound: session timeout {SESSION_S:.0f} s + 2 s)")
+          f"(bound: 2 s; the session timeout is {SESSION_S:.0f} s)")
     cluster.restart(leader)
     for p in range(3):
         cluster.wait_until(lambda: sorted(cluster.isr(TOPIC, p)) == [0, 1, 2], timeout=60)
@@ -119,7 +120,7 @@ def test_unavailability_bounds(cluster):
             cluster.wait_until(lambda: sorted(cluster.isr(TOPIC, q)) == [0, 1, 2], timeout=60)
         leaders = {q: cluster.leader(TOPIC, q) for q in range(3)}
         controller = cluster.controller_id()
-    assert after_kill <= SESSION_S + 2.0
+    assert after_kill <= 2.0
     assert max(results.values()) <= 1.0
 
 

@@ -1,0 +1,66 @@
+"""ProcessWatch against real sockets on 127.0.0.1: a closed listener is death, a listener that
+accepts (even one that never reads) is not, and "localhost" resolving to two addresses is
+judged on both."""
+from __future__ import annotations
+
+import asyncio
+import socket
+
+from zkcoord.liveness import ProcessWatch
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def _watch_until(host: str, port: int, seconds: float) -> bool:
+    died = asyncio.Event()
+    w = ProcessWatch("test", host, port, died.set, probe_timeout_s=1.0, retry_s=0.2).start()
+    try:
+        await asyncio.wait_for(died.wait(), seconds)
+        return True
+    except asyncio.TimeoutError:
+        return False
+    finally:
+        w.stop()
+
+
+def test_nothing_listening_is_death():
+    assert asyncio.run(_watch_until("127.0.0.1", free_port(), 2.0))
+
+
+def test_localhost_with_nothing_listening_is_death():
+    assert asyncio.run(_watch_until("localhost", free_port(), 2.0))
+
+
+def test_a_listener_that_closes_is_seen_at_once():
+    async def scenario() -> tuple[bool, float]:
+        accepted: list[asyncio.StreamWriter] = []
+        server = await asyncio.start_server(lambda r, w: accepted.append(w), "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        died = asyncio.Event()
+        w = ProcessWatch("test", "127.0.0.1", port, died.set, retry_s=0.2).start()
+        await asyncio.sleep(0.5)
+        alive_while_listening = not died.is_set()
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        server.close()               # the listener and the accepted connection go, as on kill -9
+        for writer in accepted:
+            writer.close()
+        await asyncio.wait_for(died.wait(), 3.0)
+        w.stop()
+        return alive_while_listening, loop.time() - t0
+    alive, took = asyncio.run(scenario())
+    assert alive
+    assert took < 1.5
+
+
+def test_a_listener_that_never_reads_is_not_death():
+    """A paused process: the kernel still completes handshakes on its listening socket."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)                 # never accept(): like a SIGSTOPped broker
+        port = listener.getsockname()[1]
+        assert not asyncio.run(_watch_until("127.0.0.1", port, 1.5))
