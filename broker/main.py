@@ -38,6 +38,7 @@ from .log.dir_lock import lock_log_dirs
 from .metadata_cache import MetadataCache
 from .metrics import BrokerMetrics, MetricSources
 from .metrics.http import load_http_framework
+from .replication.throttle import replication_throttles
 from .replication.fetcher import FetcherSettings, ReplicaFetcherManager
 from .replication.isr_announcer import IsrChangeAnnouncer
 from .replication.partition import Partition
@@ -114,11 +115,17 @@ class Broker:
             config.get("max.incremental.fetch.session.cache.slots"),
             config.get("min.incremental.fetch.session.eviction.ms"))
         self.replicas = ReplicaManager(self.broker_id, self.log_manager, self.purgatory)
+        # Replication throttles (KIP-73): rates and throttled replicas are dynamic configs, read
+        # at each use (self.store is set below, before any fetch).
+        self.leader_throttle, self.follower_throttle = replication_throttles(
+            self.broker_id, config, lambda topic, key: (
+                meta.configs.get(key) if (meta := self.store.topic(topic)) is not None else None))
         self.fetchers = ReplicaFetcherManager(
             self.broker_id, FetcherSettings(config.get("replica.fetch.wait.max.ms"),
                                             config.get("replica.fetch.max.bytes"),
                                             config.get("replica.fetch.response.max.bytes")),
-            self.replicas, self.topic_stats, self.metadata.broker, security=self.inter_broker)
+            self.replicas, self.topic_stats, self.metadata.broker, security=self.inter_broker,
+            throttle=self.follower_throttle)
         self.replicas.on_become_follower = self.fetchers.add_partition
         self.replicas.on_stop_following = self.fetchers.remove_partition
         self.cluster_mode = not config.standalone
@@ -200,7 +207,7 @@ class Broker:
             self.replicas, self.purgatory, self.fetch_sessions, self.topic_stats, self.topic_admin,
             self.topic_configs, self.dynamic_configs, self.group_coordinator, self.producer_ids,
             self.controller, self.txn_coordinator, self.txn_verifier, authorizer,
-            sasl_server(config, self.store.user_scram_credentials))
+            sasl_server(config, self.store.user_scram_credentials), self.leader_throttle)
         self.servers: list[KafkaServer] = []
         self.background = BackgroundTasks(config, self.log_manager, self.replicas,
                                           self.isr_announcer, self.group_coordinator.tick,

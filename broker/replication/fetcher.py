@@ -23,6 +23,7 @@ from zkcoord.store import BrokerInfo
 
 from ..stats import BrokerTopicStats
 from .partition import Partition
+from .throttle import ReplicationThrottle
 
 if TYPE_CHECKING:
     from .replica_manager import ReplicaManager
@@ -32,6 +33,8 @@ log = logging.getLogger(__name__)
 FETCH_VERSION = 11
 EPOCH_VERSION = 3
 RETRY_BACKOFF_S = 0.2
+# While the follower throttle holds every partition of a leader back: look again after this.
+THROTTLED_PAUSE_S = 0.1
 
 
 @dataclass
@@ -149,6 +152,13 @@ class LeaderFetcher:
 
     async def _fetch(self, conn: BrokerConnection, states: list[FetchState]) -> None:
         cfg = self.manager.config
+        throttle = self.manager.throttle
+        if throttle is not None and throttle.exceeded():
+            # Over follower.replication.throttled.rate: the throttled replicas sit this out.
+            states = [s for s in states if not self._throttled(s)]
+            if not states:
+                await asyncio.sleep(THROTTLED_PAUSE_S)
+                return
         named, forgotten = self._session_request(states)
         epoch = self.session_epoch
         body = {
@@ -201,8 +211,15 @@ class LeaderFetcher:
                         s.needs_truncation = True
                         continue
                     self.manager.topic_stats.replicated_in(p.topic, info.size)
+                    if throttle is not None and self._throttled(s):
+                        throttle.record(info.size)
                 self.manager.replicas.follower_appended(p, r.high_watermark)
                 p.fetch_lag = max(0, r.high_watermark - p.log.log_end_offset)
+
+    def _throttled(self, s: FetchState) -> bool:
+        throttle = self.manager.throttle
+        p = s.partition
+        return throttle is not None and throttle.applies(p.topic, p.index, self.manager.broker_id in p.isr)
 
     def _delay(self, s: FetchState, code: int) -> None:
         # NOT_LEADER / FENCED / UNKNOWN epoch: the controller's next LeaderAndIsr sorts it out.
@@ -245,13 +262,14 @@ class ReplicaFetcherManager:
 
     def __init__(self, broker_id: int, settings: FetcherSettings, replicas: ReplicaManager,
                  topic_stats: BrokerTopicStats, address_of: Callable[[int], BrokerInfo | None],
-                 security: ClientSecurity = PLAINTEXT):
+                 security: ClientSecurity = PLAINTEXT, throttle: ReplicationThrottle | None = None):
         self.broker_id = broker_id
         self.config = {"wait_ms": settings.wait_ms, "max_bytes": settings.max_bytes,
                        "response_max_bytes": settings.response_max_bytes}
         self.replicas = replicas
         self.topic_stats = topic_stats
         self.address_of = address_of       # a live broker's advertised address, or None
+        self.throttle = throttle           # follower.replication.throttled.rate
         self.pool = ConnectionPool(client_id=f"broker-{self.broker_id}-fetcher", security=security)
         self.fetchers: dict[int, LeaderFetcher] = {}
         self._where: dict[tuple[str, int], int] = {}

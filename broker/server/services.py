@@ -18,6 +18,7 @@ from ..metadata_cache import MetadataCache
 from ..stats import BrokerTopicStats
 from ..replication.purgatory import FetchPurgatory
 from ..replication.replica_manager import ReplicaManager
+from ..replication.throttle import ReplicationThrottle
 from ..security.authorizer import Authorizer
 from ..security.sasl import SaslServer
 from ..topic_admin import TopicAdmin
@@ -50,3 +51,4 @@ class ApiServices:
     txn_verifier: TxnVerifier
     authorizer: Authorizer          # AllowAll unless authorizer.class.name names Kafka's ACL authorizer
     sasl: SaslServer                # the SASL mechanisms of each SASL listener
+    leader_throttle: ReplicationThrottle | None = None   # leader.replication.throttled.rate

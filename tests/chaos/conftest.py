@@ -23,6 +23,8 @@ ZK_SESSION_S = ZK_SESSION_MS / 1000
 
 
 def pytest_configure(config):
+    config.addinivalue_line("markers", "broker_configs(dict): extra server.properties lines of a "
+                                       "test's own cluster fixture")
     config.addinivalue_line("markers", "zk_session_ms(ms): zookeeper.session.timeout.ms of the chaos "
                                        "`cluster` fixture for this test (default ZK_SESSION_MS)")
 

@@ -184,11 +184,6 @@ def test_generate_execute_verify_onto_an_added_broker(cluster, tmp_path):
     assert tool(*bs, "--list").stdout.strip() == "No partition reassignments found."
 
 
-THROTTLING_MISSING = ("the broker does not throttle replication yet (the lead's part of issue 23: "
-                      "broker/replication); unthrottled, the 2 MB move finishes before --list")
-
-
-@pytest.mark.skip(reason=THROTTLING_MISSING)
 def test_a_trickle_throttled_move_is_listed_and_cancelled(cluster, tmp_path):
     topic = "trickle"
     create(cluster, topic, [[0]])

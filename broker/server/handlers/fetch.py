@@ -22,6 +22,7 @@ from ...stats import BrokerTopicStats
 from ...replication.purgatory import FetchPurgatory
 from ...replication.partition import Partition
 from ...replication.replica_manager import READ_COMMITTED, ReplicaManager
+from ...replication.throttle import ReplicationThrottle
 from ..authz import authorized_names, cluster_authorized
 from ..dispatch import RequestContext, handles
 from ..fetch_sessions import SessionContext, FetchSessionCache, open_context
@@ -33,6 +34,7 @@ class FetchServices(Protocol):
     fetch_sessions: FetchSessionCache
     topic_stats: BrokerTopicStats
     authorizer: Authorizer
+    leader_throttle: ReplicationThrottle | None    # leader.replication.throttled.rate
 
 
 class _Everything:
@@ -76,7 +78,7 @@ class _FetchPlan:
     """The resolved partitions of one fetch request, read again after each wake-up."""
 
     def __init__(self, replicas: ReplicaManager, request, version: int, topics: list[tuple[Any, Any, list]],
-                 denied: Container[Any] = ()):
+                 denied: Container[Any] = (), throttle: ReplicationThrottle | None = None):
         """`topics`: (name or None, topic id, partitions) from the request or a session;
         a partition has `partition`, `fetch_offset`, `partition_max_bytes` and
         `current_leader_epoch` either way. A topic in `denied` is answered
@@ -85,6 +87,8 @@ class _FetchPlan:
         self.replicas = replicas
         self.version = version
         self.replica_id = replica_id_of(request, version)
+        # A follower's fetch on a leader with a replication throttle (None otherwise).
+        self.throttle = throttle if self.replica_id >= 0 else None
         self.isolation = request.isolation_level if version >= 4 else 0
         self.max_bytes = request.max_bytes if version >= 3 else 2 ** 31 - 1
         self.topics = []   # (response key dict, [(request partition, Partition or error code)])
@@ -162,6 +166,10 @@ class _FetchPlan:
                 bound = leo if follower else (lso if isolation == READ_COMMITTED else log.high_watermark)
                 if bound <= offset <= leo and offset >= log.log_start_offset:
                     continue     # caught up: nothing to read (the common case of a long poll)
+                throttled = self.throttle is not None and self.throttle.applies(
+                    p.topic, p.index, self.replica_id in p.isr)
+                if throttled and self.throttle.exceeded():       # type: ignore[union-attr]
+                    continue     # over leader.replication.throttled.rate: nothing this time
                 try:
                     info = log.read(offset, min(rp.partition_max_bytes, remaining),
                                     None if follower else bound, min_one and total == 0)
@@ -172,6 +180,8 @@ class _FetchPlan:
                 if info.regions:
                     size = info.size
                     entry["records"] = info.regions
+                    if throttled:
+                        self.throttle.record(size)                  # type: ignore[union-attr]
                     total += size
                     remaining = max(0, remaining - size)
                     if aborted is not None:
@@ -209,7 +219,7 @@ def fetch(services: FetchServices, request, ctx: RequestContext
     # Asked on every request, a session's partitions included: an ACL removed while a
     # consumer long-polls in a session stops its reads at its next request.
     denied: Container[Any] = _denied(services, request, ctx, topics) if services.authorizer.enabled else ()
-    plan = _FetchPlan(replicas, request, v, topics, denied)
+    plan = _FetchPlan(replicas, request, v, topics, denied, services.leader_throttle)
     plan.record_follower_positions()
     deadline = time.monotonic() + max(0, request.max_wait_ms) / 1000.0
     responses, total, any_error = plan.read()
