@@ -165,6 +165,7 @@ class Controller:
         self.assignments: dict[str, dict[int, list[int]]] = {}
         self.shutting_down: set[int] = set()
         self.reassigning: dict[TopicPartition, Reassignment] = {}
+        self.incarnations: dict[int, int] = {}
         # Brokers whose process is gone while ZooKeeper still holds their registration:
         # broker id -> the fenced registration's timestamp (a new process registers anew).
         self.fenced: dict[int, int] = {}
@@ -260,10 +261,17 @@ class Controller:
         if isinstance(event, BrokersChanged):
             await self._on_brokers_changed(set(event.added), set(event.removed))
         elif isinstance(event, BrokerModified):
-            if event.broker_id in self.fenced and event.broker_id in self._zk_live():
-                # The fenced process's successor registered in the same breath as the
-                # old registration went: it is a new broker for the cluster.
-                await self._on_brokers_changed({event.broker_id}, set())
+            # A new process registered in the same breath as the old registration went (a
+            # restart that ended its predecessor's session): no membership change was seen,
+            # but it is a new broker. A fenced one simply joins; a live one is bounced, as
+            # Kafka's controller does on a newer broker epoch: failed over (its leadership
+            # and ISR places go), then started.
+            b, registered_at = event.broker_id, event.registration.timestamp
+            if b in self.fenced:
+                if self.fenced[b] != registered_at:
+                    await self._on_brokers_changed({b}, set())
+            elif b in self.live and self.incarnations.get(b, registered_at) != registered_at:
+                await self._on_brokers_changed(set(), set(), bounced={b})
         elif isinstance(event, (TopicsChanged, TopicModified)):
             await self._on_topics_changed()
         elif isinstance(event, TopicDeletionsRequested):
@@ -295,6 +303,7 @@ class Controller:
 
     async def _on_become_controller(self) -> None:
         self.live = self._zk_live()
+        self._note_incarnations()
         self._sync_watches()        # a dead predecessor is found while the rest goes on
         for b in self.live:
             self.channels.open(b)
@@ -851,30 +860,41 @@ class Controller:
         return done
 
     # ================================================================== events
-    async def _on_brokers_changed(self, added: set[int], removed: set[int]) -> None:
+    async def _on_brokers_changed(self, added: set[int], removed: set[int],
+                                  bounced: Set[int] = frozenset()) -> None:
+        """`bounced`: registered again by a new process without ever leaving the cluster's
+        view; failed over like `removed` (never elected in that step) and started like `added`."""
         self.live = self._zk_live()
-        for b in removed:
+        for b in removed | bounced:
             self.channels.close(b)
             self.shutting_down.discard(b)
-        for b in added:
+        for b in added | bounced:
             self.channels.open(b)
         changed: set[TopicPartition] = set()
-        if removed:
-            led = [tp for tp, ps in self.states.items() if ps.state.leader in removed]
-            changed |= set(await self._elect_leaders(led))
-            followed = [tp for tp, ps in self.states.items() if set(ps.state.isr) & removed]
-            changed |= set(await self._remove_from_isr(followed, removed))
-        if added:
+        gone = removed | bounced
+        if gone:
+            led = [tp for tp, ps in self.states.items() if ps.state.leader in gone]
+            changed |= set(await self._elect_leaders(led, exclude=bounced))
+            followed = [tp for tp, ps in self.states.items() if set(ps.state.isr) & gone]
+            changed |= set(await self._remove_from_isr(followed, set(gone)))
+        if added or bounced:
             # Offline partitions may have a leader again.
             offline = [tp for tp, ps in self.states.items() if ps.state.leader == zp.NO_LEADER]
             changed |= set(await self._elect_leaders(offline))
-        log.info("controller: brokers +%s -%s live %s; %d partitions changed", sorted(added), sorted(removed),
-                 sorted(self.live), len(changed))
+        self._note_incarnations()
+        log.info("controller: brokers +%s -%s bounced %s live %s; %d partitions changed", sorted(added),
+                 sorted(removed), sorted(bounced), sorted(self.live), len(changed))
         self._send_update_metadata(self.live, list(self.states))
+        started = added | bounced
         for b in self.live:
-            tps = [tp for tp in self.states if b in self._replicas(tp) and (b in added or tp in changed)]
+            tps = [tp for tp in self.states if b in self._replicas(tp) and (b in started or tp in changed)]
             if tps:
                 self._send_leader_and_isr(b, tps)
+
+    def _note_incarnations(self) -> None:
+        """The registration (timestamp) of each broker as membership was last handled."""
+        regs = self.zk.broker_registrations()
+        self.incarnations = {b: regs[b].timestamp for b in self.live if b in regs}
 
     async def _on_topics_changed(self) -> None:
         self.assignments = {name: dict(t.partitions) for name, t in self.zk.topics().items()}

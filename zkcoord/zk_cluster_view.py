@@ -78,6 +78,7 @@ class ClusterView:
 
         # Caches: changed only by the consumer task.
         self.brokers: dict[int, BrokerRegistration] = {}
+        self._vanished_brokers: set[int] = set()
         self.topic_names: set[str] = set()            # children of /brokers/topics
         self.topics: dict[str, TopicMetadata] = {}    # those whose assignment was readable
         # Dynamic broker configs: /config/brokers/<default> (key None) and this broker's.
@@ -314,7 +315,11 @@ class ClusterView:
         c = self.session.client
         children = await self.session.read(lambda: c.get_children_async(zp.BROKER_IDS, self.watcher))
         ids = {int(x) for x in children if x.isdigit()}
-        to_read = sorted(ids if full else ids - set(self.brokers))
+        # A registration whose node went away (its data watch said so) and is listed again
+        # was re-created by a new session in between: read it, or the new process would be
+        # taken for the old one.
+        to_read = sorted(ids if full else (ids - set(self.brokers)) | (self._vanished_brokers & ids))
+        self._vanished_brokers.clear()
         regs = await asyncio.gather(*(self._read_broker(b) for b in to_read))
         before = set(self.brokers)
         for b in before - ids:
@@ -338,6 +343,8 @@ class ClusterView:
         if broker_id not in self.brokers:
             return                 # the children watch decides membership
         reg = await self._read_broker(broker_id)
+        if reg is None:
+            self._vanished_brokers.add(broker_id)     # the children watch decides; see above
         if reg is not None and broker_id in self.brokers and self.brokers[broker_id] != reg:
             self.brokers[broker_id] = reg
             self.emit(BrokerModified(broker_id, reg))
