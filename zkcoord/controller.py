@@ -31,6 +31,7 @@ from .reassignment import Reassignment, invalid_target
 from .store import TopicConfigChanged
 from .zk_errors import ControllerMovedError, StaleZkVersionError
 from .zk_events import (BrokerModified, BrokersChanged, ControllerChanged, IsrChangesNotified,
+                        LogDirEventsNotified,
                         PreferredReplicaElectionRequested, SessionReestablished,
                         TopicDeletionsRequested, TopicModified, TopicsChanged, ZkEvent)
 from .zookeeper import ZkMetadataStore
@@ -89,6 +90,14 @@ class _ProcessDied:
 
 
 @dataclass(frozen=True)
+class _ReplicasOffline:
+    """A broker answered LeaderAndIsr with KAFKA_STORAGE_ERROR for these partitions: their
+    replicas there sit in a failed log dir (KIP-112)."""
+    broker_id: int
+    partitions: "frozenset[TopicPartition]"
+
+
+@dataclass(frozen=True)
 class _ControlledShutdown:
     broker_id: int
     answer: "asyncio.Future[list[TopicPartition] | None]"
@@ -101,6 +110,7 @@ UNCLEAN_ELECTION = 1
 _UNKNOWN_TOPIC_OR_PARTITION = 3
 _INVALID_REPLICA_ASSIGNMENT = 39
 _NO_REASSIGNMENT_IN_PROGRESS = 85
+_KAFKA_STORAGE_ERROR = 56
 _PREFERRED_LEADER_NOT_AVAILABLE = 80
 _ELIGIBLE_LEADERS_NOT_AVAILABLE = 83
 _ELECTION_NOT_NEEDED = 84
@@ -131,7 +141,8 @@ class _ListReassignments:
 
 
 ControllerEvent = Union[ZkEvent, _Elect, _PreferredElection, _UncleanEnabled, _ControlledShutdown,
-                        _RequestedElection, _ProcessDied, _AlterReassignments, _ListReassignments]
+                        _RequestedElection, _ProcessDied, _AlterReassignments, _ListReassignments,
+                        _ReplicasOffline]
 
 
 class ElectionTimes(Protocol):
@@ -166,6 +177,8 @@ class Controller:
         self.shutting_down: set[int] = set()
         self.reassigning: dict[TopicPartition, Reassignment] = {}
         self.incarnations: dict[int, int] = {}
+        # Replicas in a failed log dir, per broker, until that broker registers anew.
+        self.offline_replicas: dict[int, set[TopicPartition]] = {}
         # Brokers whose process is gone while ZooKeeper still holds their registration:
         # broker id -> the fenced registration's timestamp (a new process registers anew).
         self.fenced: dict[int, int] = {}
@@ -278,6 +291,10 @@ class Controller:
             await self._on_deletions(set(event.topics))
         elif isinstance(event, IsrChangesNotified):
             await self._on_isr_changes()
+        elif isinstance(event, LogDirEventsNotified):
+            await self._on_log_dir_events()
+        elif isinstance(event, _ReplicasOffline):
+            await self._on_replicas_offline(event.broker_id, set(event.partitions))
         elif isinstance(event, PreferredReplicaElectionRequested):
             await self._on_preferred_replica_election_znode()
 
@@ -331,6 +348,7 @@ class Controller:
         if pending:
             await self._on_deletions(pending)
         await self._on_isr_changes()
+        await self._on_log_dir_events()
         await self._on_preferred_replica_election_znode()
         await self._complete_reassignments(list(self.reassigning))
         if self.auto_rebalance:
@@ -632,6 +650,49 @@ class Controller:
         self.events.put_nowait(_ListReassignments(None if partitions is None else tuple(partitions), fut))
         return await fut
 
+    # ================================================================== failed log dirs (KIP-112)
+    async def _on_log_dir_events(self) -> None:
+        """Kafka's onBrokerLogDirFailure: a broker said one of its log dirs failed; it is
+        sent LeaderAndIsr for every replica it holds, and its KAFKA_STORAGE_ERROR answers
+        name the replicas that went with the dir (`_on_replicas_offline`)."""
+        events = await self.zk.log_dir_failure_events()
+        if not events:
+            return
+        for b in sorted({b for b in events.values() if b in self.live}):
+            log.warning("controller: broker %d reports a failed log dir; asking which replicas it lost", b)
+            tps = [tp for tp in self.states if b in self._replicas(tp)]
+            if tps:
+                self._send_leader_and_isr(b, tps)
+        await self.zk.delete_log_dir_events(list(events))
+
+    def _read_leader_and_isr_answer(self, broker_id: int) -> Callable[[object], None]:
+        def read(answer: object) -> None:
+            names = {meta.topic_id: name for name, meta in self.zk.topics().items()}
+            offline = frozenset(
+                (names[t.topic_id], e.partition_index)
+                for t in getattr(answer, "topics", None) or () if t.topic_id in names
+                for e in t.partition_errors if e.error_code == _KAFKA_STORAGE_ERROR)
+            if offline:
+                self.events.put_nowait(_ReplicasOffline(broker_id, offline))
+        return read
+
+    async def _on_replicas_offline(self, broker_id: int, tps: set[TopicPartition]) -> None:
+        """Kafka's onReplicasBecomeOffline: leaders elsewhere (from the ISR), the replica out of
+        the ISR, StopReplica without deleting, and never elected while its dir is offline."""
+        known = self.offline_replicas.setdefault(broker_id, set())
+        new = {tp for tp in tps - known if tp in self.states}
+        known |= new
+        if not new or broker_id not in self.live:
+            return
+        log.warning("controller: broker %d lost %d replicas with a failed log dir: %s", broker_id, len(new),
+                    ", ".join(f"{t}-{p}" for t, p in sorted(new)))
+        led = [tp for tp in new if self.states[tp].state.leader == broker_id]
+        changed = set(await self._elect_leaders(led, exclude={broker_id}))
+        followed = [tp for tp in new if broker_id in self.states[tp].state.isr]
+        changed |= set(await self._remove_from_isr(followed, {broker_id}))
+        self._send_stop_replica(broker_id, sorted(new), delete=False)
+        self._announce(sorted(changed | new))
+
     # ================================================================== process liveness
     def _zk_live(self) -> set[int]:
         """Registered brokers, less those fenced whose registration is still the fenced one."""
@@ -754,7 +815,7 @@ class Controller:
         return self.epoch
 
     def _choose_leader(self, tp: TopicPartition, isr: list[int], exclude: Set[int] = frozenset()) -> tuple[int, bool]:
-        replicas = self._replicas(tp)
+        replicas = [r for r in self._replicas(tp) if tp not in self.offline_replicas.get(r, ())]
         for r in replicas:
             if r in self.live and r in isr and r not in exclude:
                 return r, False
@@ -865,6 +926,8 @@ class Controller:
         """`bounced`: registered again by a new process without ever leaving the cluster's
         view; failed over like `removed` (never elected in that step) and started like `added`."""
         self.live = self._zk_live()
+        for b in removed | bounced | added:
+            self.offline_replicas.pop(b, None)     # a new process reports its dirs anew
         for b in removed | bounced:
             self.channels.close(b)
             self.shutting_down.discard(b)
@@ -962,7 +1025,8 @@ class Controller:
         return {"partition_index": tp[1], "controller_epoch": s.controller_epoch,
                 "leader": LEADER_DURING_DELETE if deleting else s.leader, "leader_epoch": s.leader_epoch,
                 "isr": list(s.isr), "zk_version": self.states[tp].zk_version, "replicas": self._replicas(tp),
-                "offline_replicas": [r for r in self._replicas(tp) if r not in self.live],
+                "offline_replicas": [r for r in self._replicas(tp)
+                                     if r not in self.live or tp in self.offline_replicas.get(r, ())],
                 "adding_replicas": move.adding if (move := self.reassigning.get(tp)) else [],
                 "removing_replicas": move.removing if move else [], "is_new": False,
                 "leader_recovery_state": s.leader_recovery_state}
@@ -985,7 +1049,8 @@ class Controller:
                 "type": 0, "topic_states": self._by_topic(tps),
                 "live_leaders": [{"broker_id": b, "host_name": self.channels.endpoint(regs[b])[0],
                                   "port": self.channels.endpoint(regs[b])[1]} for b in leaders if b in regs]}
-        self.channels.send(broker_id, "LeaderAndIsr", LEADER_AND_ISR_VERSION, body)
+        self.channels.send(broker_id, "LeaderAndIsr", LEADER_AND_ISR_VERSION, body,
+                           self._read_leader_and_isr_answer(broker_id))
 
     def _send_update_metadata(self, brokers: set[int], tps: list[TopicPartition], deleting: bool = False) -> None:
         regs = self.zk.broker_registrations()

@@ -16,7 +16,8 @@ from .zk_paths import BrokerRegistration
 
 log = logging.getLogger("zkcoord.controller")
 
-Request = tuple[str, int, dict[str, Any]]     # API name, version, body
+# API name, version, body, and what to call with the broker's answer (or None).
+Request = tuple[str, int, dict[str, Any], "Callable[[Any], None] | None"]
 
 
 class BrokerChannel:
@@ -30,13 +31,16 @@ class BrokerChannel:
 
     async def _run(self) -> None:
         while True:
-            api, version, body = await self.queue.get()
+            api, version, body, on_answer = await self.queue.get()
             try:
-                await self._deliver(api, version, body)
+                answer = await self._deliver(api, version, body)
+                if answer is not None and on_answer is not None:
+                    on_answer(answer)
             finally:
                 self.queue.task_done()
 
-    async def _deliver(self, api: str, version: int, body: dict[str, Any]) -> None:
+    async def _deliver(self, api: str, version: int, body: dict[str, Any]) -> Any:
+        """The broker's answer, or None when it left the cluster first."""
         channels = self.channels
         pool = channels.pool
         while channels.is_live(self.broker_id):
@@ -46,8 +50,7 @@ class BrokerChannel:
                     host, port = channels.endpoint(node)
                     pool.set_address(self.broker_id, host, port)
                 conn = await pool.get(self.broker_id)
-                await conn.request(api, body, version=version)
-                break
+                return await conn.request(api, body, version=version)
             except (KafkaConnectionError, OSError, asyncio.TimeoutError) as e:
                 log.info("controller: %s to broker %d failed (%s); retrying", api, self.broker_id, e)
                 await asyncio.sleep(0.2)
@@ -57,6 +60,7 @@ class BrokerChannel:
                 log.warning("controller: %s to broker %d: authentication failed (%s); retrying",
                             api, self.broker_id, e)
                 await asyncio.sleep(1.0)
+        return None
 
     def stop(self) -> None:
         self.task.cancel()
@@ -89,8 +93,9 @@ class BrokerChannels:
             ch = self._channels[broker_id] = BrokerChannel(self, broker_id)
         return ch
 
-    def send(self, broker_id: int, api: str, version: int, body: dict[str, Any]) -> None:
-        self.open(broker_id).queue.put_nowait((api, version, body))
+    def send(self, broker_id: int, api: str, version: int, body: dict[str, Any],
+             on_answer: Callable[[Any], None] | None = None) -> None:
+        self.open(broker_id).queue.put_nowait((api, version, body, on_answer))
 
     def close(self, broker_id: int) -> None:
         ch = self._channels.pop(broker_id, None)

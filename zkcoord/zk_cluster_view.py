@@ -30,6 +30,7 @@ from . import zk_paths as zp
 from .store import (BrokerConfigsChanged, BrokerInfo, StoreEvent, TopicConfigChanged,
                     TopicMetadata)
 from .zk_events import (BrokerModified, BrokersChanged, ControllerChanged, IsrChangesNotified,
+                        LogDirEventsNotified,
                         PreferredReplicaElectionRequested, SessionReestablished,
                         SessionStateChanged, TopicDeletionsRequested, TopicModified,
                         TopicsChanged, ZkEvent)
@@ -86,6 +87,7 @@ class ClusterView:
         self.controller_id = NO_CONTROLLER
         self.deletions: frozenset[str] = frozenset()
         self.isr_nodes: tuple[str, ...] = ()
+        self.log_dir_event_nodes: tuple[str, ...] = ()
         self.preferred: frozenset[TopicPartition] = frozenset()
 
     @property
@@ -115,6 +117,7 @@ class ClusterView:
         self.topics.clear()
         self.controller_id = NO_CONTROLLER
         self.deletions, self.isr_nodes, self.preferred = frozenset(), (), frozenset()
+        self.log_dir_event_nodes = ()
 
     def start(self) -> None:
         """Start the consumer (the session is open)."""
@@ -263,6 +266,8 @@ class ClusterView:
             await self.refresh_deletions()
         elif path == zp.ISR_CHANGE_NOTIFICATION:
             await self._refresh_isr_changes()
+        elif path == zp.LOG_DIR_EVENT_NOTIFICATION:
+            await self._refresh_log_dir_events()
         elif path == zp.PREFERRED_REPLICA_ELECTION:
             await self._refresh_preferred()
 
@@ -294,6 +299,7 @@ class ClusterView:
         await self.refresh_controller()
         await self.refresh_deletions()
         await self._refresh_isr_changes()
+        await self._refresh_log_dir_events()
         await self._refresh_preferred()
         for part in self._parts:
             await part.resync()
@@ -506,6 +512,15 @@ class ClusterView:
         self.isr_nodes = nodes
         if changed and nodes:
             self.emit(IsrChangesNotified(nodes))
+
+    async def _refresh_log_dir_events(self) -> None:
+        c = self.session.client
+        nodes = tuple(sorted(await self.session.read(
+            lambda: c.get_children_async(zp.LOG_DIR_EVENT_NOTIFICATION, self.watcher))))
+        changed = nodes != self.log_dir_event_nodes
+        self.log_dir_event_nodes = nodes
+        if changed and nodes:
+            self.emit(LogDirEventsNotified(nodes))
 
     async def _refresh_preferred(self) -> None:
         c = self.session.client

@@ -77,6 +77,14 @@ class SessionReestablished:
     error: str | None = None
 
 
+@dataclass(frozen=True)
+class LogDirEventsNotified:
+    """Sequence nodes under /log_dir_event_notification (names, sorted): brokers whose log
+    dir failed (KIP-112)."""
+    nodes: tuple[str, ...]
+
+
 ZkEvent = Union[BrokersChanged, BrokerModified, TopicsChanged, TopicModified, TopicConfigChanged,
                 BrokerConfigsChanged, ControllerChanged, TopicDeletionsRequested, IsrChangesNotified,
-                PreferredReplicaElectionRequested, SessionStateChanged, SessionReestablished]
+                PreferredReplicaElectionRequested, SessionStateChanged, SessionReestablished,
+                LogDirEventsNotified]

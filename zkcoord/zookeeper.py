@@ -35,6 +35,7 @@ from typing import Any, Callable, Iterable, Mapping
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError
 
+from . import zk_log_dir_events
 from . import zk_paths as zp
 from .store import (AclBinding, AclsChanged, BrokerConfigsChanged, BrokerInfo, LeaderAndIsr,
                     MetadataStore, TopicConfigChanged, TopicMetadata,
@@ -346,6 +347,12 @@ class ZkMetadataStore(MetadataStore):
 
     async def remove_dead_controller(self, broker_id: int) -> bool:
         return await self.election.remove_dead_controller(broker_id)
+
+    async def log_dir_failure_events(self) -> dict[str, int]:
+        return await zk_log_dir_events.log_dir_failure_events(self.session)
+
+    async def delete_log_dir_events(self, names: Iterable[str]) -> None:
+        await zk_log_dir_events.delete_log_dir_events(self.session, names)
 
     # ------------------------------------------------------------ cluster id, registration
 

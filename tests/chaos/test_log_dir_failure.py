@@ -43,12 +43,6 @@ TMPFS_BYTES = 64 << 20
 RATE = 2000             # records/s: enough load, and a read-back of seconds
 
 
-def controller_handles_log_dir_events() -> bool:
-    """Whether the controller reads the log dir event notifications (zk_log_dir_events)."""
-    sources = [*(REPO / "zkcoord").glob("controller*.py"), REPO / "zkcoord" / "zk_cluster_view.py"]
-    return any("log_dir_failure_events" in p.read_text() for p in sources if p.exists())
-
-
 class Tmpfs:
     """A small tmpfs mounted at `path` (root only); `fill()` uses up its last byte."""
 
@@ -213,9 +207,6 @@ def test_a_failed_log_dir_goes_offline_and_the_broker_keeps_serving_its_other_di
     report.assert_ok(min_acked=500)
 
 
-@pytest.mark.skipif(not controller_handles_log_dir_events(),
-                    reason="the controller does not handle /log_dir_event_notification yet "
-                           "(KafkaController.onBrokerLogDirFailure: the lead's part of issue 23)")
 def test_a_failed_log_dir_moves_its_partitions_and_nothing_acknowledged_is_lost(dir_cluster, long_run):
     cluster = dir_cluster.cluster
     checker = Checker()

@@ -106,8 +106,8 @@ class _FetchPlan:
                 continue
             for rp in partitions:
                 p = replicas.maybe_get(name, rp.partition) if name else None
-                if p is None:
-                    parts.append((rp, missing))
+                if p is None:    # not here, or its log dir failed (KAFKA_STORAGE_ERROR)
+                    parts.append((rp, replicas.missing_code(name, rp.partition, missing) if name else missing))
                 elif not p.is_leader:
                     parts.append((rp, Code.NOT_LEADER_OR_FOLLOWER))
                 else:
