@@ -306,7 +306,7 @@ class Broker:
             self.replicas, self.fetch_sessions, self.log_manager, self.group_coordinator,
             self.controller, self.controller_stats, self.servers,
             zk_session=self.zk_store.session if self.zk_store is not None else None,
-            metadata=self.metadata), host, self.config.metrics_port)
+            metadata=self.metadata, client_quotas=self.client_quotas.managers), host, self.config.metrics_port)
         await self.metrics.start()
 
     async def stop(self) -> None:

@@ -23,6 +23,7 @@ from ..stats import REQUEST_MS_BUCKETS, Histogram
 from .collectors import BrokerCollector, MetricSources
 from .http import MetricsHttpServer
 from .loop_lag import GcPauseMonitor, LoopLagMonitor
+from .quota_metrics import QuotaCollector
 from .readiness import ReadinessReport, readiness
 
 __all__ = ["BrokerMetrics", "MetricSources"]
@@ -46,6 +47,8 @@ class BrokerMetrics:
         self.sources = sources
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(BrokerCollector(sources, self))
+        if sources.client_quotas is not None:
+            self.registry.register(QuotaCollector(sources.request_stats, sources.client_quotas))
         ProcessCollector(registry=self.registry)
         GCCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)

@@ -42,6 +42,7 @@ from zkcoord.zk_session import SESSION_STATES, ZkSession
 
 from ..group.coordinator import GroupCoordinator
 from ..log import LogManager
+from ..quota.manager import ClientQuotaManagers
 from ..metadata_cache import MetadataCache
 from ..replication.replica_manager import ReplicaManager
 from ..server.fetch_sessions import FetchSessionCache
@@ -107,6 +108,7 @@ class MetricSources:
     servers: list[KafkaServer]          # filled as the listeners start
     zk_session: ZkSession | None = None     # cluster mode: the metadata store's session
     metadata: MetadataCache | None = None   # what the controller told this broker (readiness)
+    client_quotas: ClientQuotaManagers | None = None   # quota rates and throttles (quota_metrics)
 
 
 class Monitors(Protocol):

@@ -189,6 +189,28 @@ def test_an_idle_broker_prints_no_nan_and_answers_health_and_readiness(broker_fa
                                                   "under_replicated_led": 0, "offline_log_dirs": []}
 
 
+def test_request_time_split_and_client_quota_families_are_served(broker_factory):
+    """RequestMetrics' queue/local/remote/throttle/response-queue/send times beside the total,
+    and a configured quota's rate and limit (broker/metrics/quota_metrics.py, registered by
+    BrokerMetrics)."""
+    port = free_port()
+    b = broker_factory({"metrics.port": str(port)})
+    cfg = subprocess.run([str(REPO / "bin/kafka-configs.sh"), "--bootstrap-server", b.bootstrap, "--alter",
+                          "--entity-type", "clients", "--entity-name", "metered",
+                          "--add-config", "producer_byte_rate=1048576"], capture_output=True, text=True, timeout=60)
+    assert cfg.returncode == 0, cfg.stderr
+    p = Producer({"bootstrap.servers": b.bootstrap, "client.id": "metered", "log_level": 0})
+    p.produce("split", b"v")
+    assert p.flush(30) == 0
+    doc = metrics(port)["metrics"]
+    for part in ("requestqueuetimems", "localtimems", "remotetimems", "throttletimems",
+                 "responsequeuetimems", "responsesendtimems"):
+        assert f"kafka_network_requestmetrics_{part}" in doc, part
+    limits = doc["strom_quota_limit"]["samples"]
+    assert any(s["labels"].get("clientId") == "metered" and s["value"] == 1048576 for s in limits), limits
+    assert "kafka_server_quota_byte_rate" in doc
+
+
 def test_a_zookeeper_session_expiry_is_counted_and_the_session_reconnects(tmp_path):
     port = free_port()
     with Cluster(tmp_path / "c", brokers=1, zookeeper_session_timeout_ms=2000,
