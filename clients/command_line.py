@@ -7,8 +7,9 @@ strom's console tools (`clients.cli`) and the Spark ETL jobs are built on it.
   codes, connection failures, timeouts) into one `Error: ...` line and exit code 1, never a
   traceback (set STROM_CLI_DEBUG=1 to get one for an unexpected exception).
 - `CliError`: an expected failure with its message and exit code.
-- `wait_reachable`: fail fast, with one line, when no bootstrap broker accepts a connection
-  within a timeout (instead of each client's own, much longer, retry loop).
+- `wait_reachable`: fail fast, with one line, when no bootstrap broker accepts a connection:
+  within a second in Kafka's words when every address refuses, else after a timeout
+  (instead of each client's own, much longer, retry loop).
 """
 from __future__ import annotations
 
@@ -42,16 +43,33 @@ class ToolParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
+# How long connections that are all refused are retried (a broker may be binding its port)
+# before a tool gives up: well inside the second Kafka users expect a refusal to take.
+REFUSED_GRACE = 0.2
+
+
+def _node(index: int, host: str, port: int) -> str:
+    """Kafka's name of the index-th bootstrap address: `node -1 (host/ip:port)`."""
+    try:
+        ip = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][4][0]
+    except OSError:
+        ip = host
+    return f"node {-1 - index} ({host}/{ip}:{port})"
+
+
 def wait_reachable(bootstrap: str, timeout: float) -> None:
-    """Return once some bootstrap address accepts a TCP connection; raise CliError naming the
-    list after `timeout` seconds of trying (refused connections are retried, as a client
-    would, since a broker may be starting)."""
+    """Return once some bootstrap address accepts a TCP connection. CliError when every
+    address refused the connection for REFUSED_GRACE seconds, in Kafka's words ("Connection to
+    node -1 (...) could not be established. Broker may not be available."); naming the list
+    after `timeout` when they did not answer at all."""
     from clients.config import bootstrap_addresses
 
     addrs = bootstrap_addresses(bootstrap)
-    deadline = time.monotonic() + timeout
+    start = time.monotonic()
+    deadline = start + timeout
     last: OSError | None = None
     while True:
+        refused = 0
         for host, port in addrs:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -59,12 +77,20 @@ def wait_reachable(bootstrap: str, timeout: float) -> None:
             try:
                 with socket.create_connection((host, port), timeout=min(left, 2.0)):
                     return
+            except ConnectionRefusedError as e:
+                refused += 1
+                last = e
             except OSError as e:
                 last = e
-        if time.monotonic() + 0.2 >= deadline:
+        now = time.monotonic()
+        if refused == len(addrs) and now - start >= min(REFUSED_GRACE, timeout):
+            nodes = " and ".join(_node(i, h, p) for i, (h, p) in enumerate(addrs))
+            raise CliError(f"Connection to {nodes} could not be established. "
+                           f"Broker may not be available.")
+        if now + 0.1 >= deadline:
             reason = f" ({last.strerror or last})" if last is not None else ""
             raise CliError(f"no broker reachable at {bootstrap} within {timeout:g}s{reason}")
-        time.sleep(0.2)
+        time.sleep(0.1)
 
 
 def describe_error(e: BaseException) -> str:

@@ -29,7 +29,7 @@ import time
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Iterator
 
-from clients.command_line import CliError, describe_error, print_error, run_tool
+from clients.command_line import CliError, describe_error, print_error, run_tool, wait_reachable
 from clients.command_line import ToolParser as _BaseToolParser
 from clients.properties import read_properties
 
@@ -45,9 +45,6 @@ TIMEOUT_ENV = "STROM_CLI_TIMEOUT"     # seconds; the default of --command-timeou
 SECURITY_HELP = ("Security settings go here too: security.protocol, sasl.mechanism, "
                  "sasl.jaas.config, ssl.truststore.location, ssl.keystore.location, ...")
 DEFAULT_TIMEOUT = 10.0
-# How long connections that are all refused are retried (a broker may be binding its port)
-# before a tool gives up: well inside the second Kafka users expect a refusal to take.
-REFUSED_GRACE = 0.2
 ZOOKEEPER_REMOVED = ("--zookeeper is not supported: it was removed in Kafka 3.0; use "
                      "--bootstrap-server HOST:PORT (a broker's address, e.g. 127.0.0.1:9092) instead")
 
@@ -62,51 +59,6 @@ class ToolParser(_BaseToolParser):
         if any(a == "--zookeeper" or a.startswith("--zookeeper=") for a in argv):
             self.exit(2, f"{self.prog}: error: {ZOOKEEPER_REMOVED}\n")
         return super().parse_known_args(argv, namespace)
-
-
-def _node(index: int, host: str, port: int) -> str:
-    """Kafka's name of the index-th bootstrap address: `node -1 (host/ip:port)`."""
-    try:
-        ip = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][4][0]
-    except OSError:
-        ip = host
-    return f"node {-1 - index} ({host}/{ip}:{port})"
-
-
-def wait_reachable(bootstrap: str, timeout: float) -> None:
-    """Return once some bootstrap address accepts a TCP connection. CliError when every
-    address refused the connection for REFUSED_GRACE seconds, in Kafka's words ("Connection to
-    node -1 (...) could not be established. Broker may not be available."); naming the list
-    after `timeout` when they did not answer at all."""
-    from clients.config import bootstrap_addresses
-
-    addrs = bootstrap_addresses(bootstrap)
-    start = time.monotonic()
-    deadline = start + timeout
-    last: OSError | None = None
-    while True:
-        refused = 0
-        for host, port in addrs:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            try:
-                with socket.create_connection((host, port), timeout=min(left, 2.0)):
-                    return
-            except ConnectionRefusedError as e:
-                refused += 1
-                last = e
-            except OSError as e:
-                last = e
-        now = time.monotonic()
-        if refused == len(addrs) and now - start >= min(REFUSED_GRACE, timeout):
-            nodes = " and ".join(_node(i, h, p) for i, (h, p) in enumerate(addrs))
-            raise CliError(f"Connection to {nodes} could not be established. "
-                           f"Broker may not be available.")
-        if now + 0.1 >= deadline:
-            reason = f" ({last.strerror or last})" if last is not None else ""
-            raise CliError(f"no broker reachable at {bootstrap} within {timeout:g}s{reason}")
-        time.sleep(0.1)
 
 
 def add_connection_args(parser: argparse.ArgumentParser, config_flag: str = "--command-config",

@@ -37,7 +37,7 @@ from typing import Any
 
 from clients.aio.client import KafkaClient
 from clients.aio.metadata import ClusterMetadata
-from clients.cli.common import SECURITY_HELP, read_config_file
+from clients.cli.common import SECURITY_HELP, ToolParser, read_config_file, wait_reachable
 from clients.config import resolve
 
 BROKER_RESOURCE = 4
@@ -287,7 +287,7 @@ def render(cur: Snapshot, prev: Snapshot | None, bootstrap: str, top: int) -> st
 # ---------------------------------------------------------------------------- main
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="strom-metrics.sh",
+    ap = ToolParser(prog="strom-metrics.sh",
                                  description="One-screen cluster summary from the brokers' /metrics.json.")
     ap.add_argument("--bootstrap-server", required=True, help="HOST:PORT[,HOST:PORT...]")
     ap.add_argument("--command-config", metavar="FILE", dest="config_file",
@@ -308,6 +308,8 @@ def _extra(args: argparse.Namespace) -> dict[str, str]:
 
 async def run(args: argparse.Namespace) -> int:
     try:
+        # A refused connection fails at once in Kafka's words, not after the timeout.
+        wait_reachable(args.bootstrap_server, args.timeout)
         views, controller_id = await discover(args.bootstrap_server, args.timeout, _extra(args))
     except Exception as e:
         print(f"strom-metrics: {e}", file=sys.stderr)

@@ -194,6 +194,10 @@ def tool_invocations(bootstrap: str) -> dict[str, list[str]]:
         "kafka-consumer-perf-test.sh": [*bs, "--topic", "t", "--messages", "1"],
         "kafka-producer-perf-test.sh": ["--topic", "t", "--num-records", "1", "--record-size", "1",
                                         "--throughput", "-1", "--producer-props", f"bootstrap.servers={bootstrap}"],
+        "kafka-leader-election.sh": [*bs, "--election-type", "preferred", "--all-topic-partitions"],
+        "kafka-reassign-partitions.sh": [*bs, "--list"],
+        "kafka-log-dirs.sh": [*bs, "--describe"],
+        "strom-metrics.sh": [*bs],
     }
 
 
