@@ -31,7 +31,7 @@ from .reassignment import Reassignment, invalid_target
 from .store import TopicConfigChanged
 from .zk_errors import ControllerMovedError, StaleZkVersionError
 from .zk_events import (BrokerModified, BrokersChanged, ControllerChanged, IsrChangesNotified,
-                        LogDirEventsNotified,
+                        LogDirEventsNotified, ReassignPartitionsRequested,
                         PreferredReplicaElectionRequested, SessionReestablished,
                         TopicDeletionsRequested, TopicModified, TopicsChanged, ZkEvent)
 from .zookeeper import ZkMetadataStore
@@ -176,6 +176,8 @@ class Controller:
         self.assignments: dict[str, dict[int, list[int]]] = {}
         self.shutting_down: set[int] = set()
         self.reassigning: dict[TopicPartition, Reassignment] = {}
+        # Moves asked through /admin/reassign_partitions: taken out of it as they complete.
+        self.zk_requested_moves: set[TopicPartition] = set()
         self.incarnations: dict[int, int] = {}
         # Replicas in a failed log dir, per broker, until that broker registers anew.
         self.offline_replicas: dict[int, set[TopicPartition]] = {}
@@ -291,6 +293,8 @@ class Controller:
             await self._on_deletions(set(event.topics))
         elif isinstance(event, IsrChangesNotified):
             await self._on_isr_changes()
+        elif isinstance(event, ReassignPartitionsRequested):
+            await self._on_reassign_partitions_znode()
         elif isinstance(event, LogDirEventsNotified):
             await self._on_log_dir_events()
         elif isinstance(event, _ReplicasOffline):
@@ -351,6 +355,7 @@ class Controller:
         await self._on_log_dir_events()
         await self._on_preferred_replica_election_znode()
         await self._complete_reassignments(list(self.reassigning))
+        await self._on_reassign_partitions_znode()
         if self.auto_rebalance:
             self._rebalance_task = asyncio.ensure_future(self._rebalance_timer())
 
@@ -587,6 +592,9 @@ class Controller:
             self.reassigning.pop(tp, None)
             self._announce([tp])
             self._stop_replicas(tp, move.removing)
+            if tp in self.zk_requested_moves:
+                self.zk_requested_moves.discard(tp)
+                await self.zk.finish_reassign_partitions([tp])
             log.info("controller: reassignment of %s-%d completed: replicas %s (leader %d)",
                      tp[0], tp[1], list(move.target), leader)
 
@@ -613,6 +621,29 @@ class Controller:
                 self.assignments.setdefault(topic, {})[p] = list(assignment.partitions[p])
                 return True
         return False
+
+    async def _on_reassign_partitions_znode(self) -> None:
+        """/admin/reassign_partitions (the legacy tools' request, Kafka's JSON): each listed
+        partition starts moving as if asked by AlterPartitionReassignments; a partition that
+        cannot move, or already sits on its target, leaves the znode at once, the others as
+        they complete, and the znode goes when it is empty."""
+        got = await self.zk.reassign_partitions_request()
+        if got is None:
+            return
+        targets, _ = got
+        # Already moving there (e.g. a new controller resuming): only followed to the end.
+        self.zk_requested_moves |= {tp for tp, r in targets.items()
+                                    if tp in self.reassigning and list(self.reassigning[tp].target) == r}
+        fresh = {tp: r for tp, r in targets.items() if tp not in self.zk_requested_moves}
+        if not fresh:
+            return
+        results = await self._alter_reassignments(tuple((tp, tuple(r)) for tp, r in fresh.items()))
+        failed = {tp: r for tp, r in results.items() if r[0] != 0}
+        for tp, (_, message) in failed.items():
+            log.warning("controller: /admin/reassign_partitions: %s-%d: %s", tp[0], tp[1], message)
+        moving = {tp for tp in fresh if tp in self.reassigning}
+        self.zk_requested_moves |= moving
+        await self.zk.finish_reassign_partitions(set(fresh) - moving)
 
     def _stop_replicas(self, tp: TopicPartition, brokers: list[int]) -> None:
         for b in brokers:

@@ -30,7 +30,7 @@ from . import zk_paths as zp
 from .store import (BrokerConfigsChanged, BrokerInfo, StoreEvent, TopicConfigChanged,
                     TopicMetadata)
 from .zk_events import (BrokerModified, BrokersChanged, ControllerChanged, IsrChangesNotified,
-                        LogDirEventsNotified,
+                        LogDirEventsNotified, ReassignPartitionsRequested,
                         PreferredReplicaElectionRequested, SessionReestablished,
                         SessionStateChanged, TopicDeletionsRequested, TopicModified,
                         TopicsChanged, ZkEvent)
@@ -270,6 +270,8 @@ class ClusterView:
             await self._refresh_log_dir_events()
         elif path == zp.PREFERRED_REPLICA_ELECTION:
             await self._refresh_preferred()
+        elif path == zp.REASSIGN_PARTITIONS:
+            await self._watch_reassign_partitions()
 
     async def _on_session_state(self, state: str) -> None:
         if state == KazooState.CONNECTED and self.session.is_open:
@@ -301,6 +303,7 @@ class ClusterView:
         await self._refresh_isr_changes()
         await self._refresh_log_dir_events()
         await self._refresh_preferred()
+        await self._watch_reassign_partitions()
         for part in self._parts:
             await part.resync()
 
@@ -543,6 +546,13 @@ class ClusterView:
         self.preferred = partitions
         if changed and partitions:
             self.emit(PreferredReplicaElectionRequested(partitions))
+
+
+    async def _watch_reassign_partitions(self) -> None:
+        """Watch /admin/reassign_partitions; tell the controller when it exists (it reads it)."""
+        c = self.session.client
+        if await self.session.read(lambda: c.exists_async(zp.REASSIGN_PARTITIONS, self.watcher)):
+            self.emit(ReassignPartitionsRequested())
 
 
 async def _nothing_to_register() -> tuple[bool, str | None]:

@@ -78,6 +78,11 @@ class SessionReestablished:
 
 
 @dataclass(frozen=True)
+class ReassignPartitionsRequested:
+    """/admin/reassign_partitions was written (the legacy tools' reassignment request)."""
+
+
+@dataclass(frozen=True)
 class LogDirEventsNotified:
     """Sequence nodes under /log_dir_event_notification (names, sorted): brokers whose log
     dir failed (KIP-112)."""
@@ -87,4 +92,4 @@ class LogDirEventsNotified:
 ZkEvent = Union[BrokersChanged, BrokerModified, TopicsChanged, TopicModified, TopicConfigChanged,
                 BrokerConfigsChanged, ControllerChanged, TopicDeletionsRequested, IsrChangesNotified,
                 PreferredReplicaElectionRequested, SessionStateChanged, SessionReestablished,
-                LogDirEventsNotified]
+                LogDirEventsNotified, ReassignPartitionsRequested]

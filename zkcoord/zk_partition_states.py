@@ -180,3 +180,37 @@ class PartitionStates:
     async def clear_preferred_replica_election(self) -> None:
         await self.session.delete_if_exists(zp.PREFERRED_REPLICA_ELECTION)
 
+    async def reassign_partitions_request(self) -> tuple[dict[TopicPartition, list[int]], int] | None:
+        """/admin/reassign_partitions and its version, None when absent; an unreadable one
+        is deleted (Kafka's controller drops it too)."""
+        got = await self.session.get(zp.REASSIGN_PARTITIONS)
+        if got is None:
+            return None
+        try:
+            return zp.decode_reassign_partitions(got[0]), got[1].version
+        except zp.ZkDataError as e:
+            log.error("deleting unreadable %s: %s", zp.REASSIGN_PARTITIONS, e)
+            await self.session.delete_if_exists(zp.REASSIGN_PARTITIONS)
+            return None
+
+    async def finish_reassign_partitions(self, done: Iterable[TopicPartition]) -> None:
+        """Take completed partitions out of /admin/reassign_partitions; delete it when none
+        is left (Kafka's removePartitionsFromZkReassignment)."""
+        done = set(done)
+        for _ in range(5):
+            got = await self.reassign_partitions_request()
+            if got is None:
+                return
+            targets, version = got
+            left = {tp: r for tp, r in targets.items() if tp not in done}
+            if left == targets:
+                return
+            try:
+                if left:
+                    await self.session.set(zp.REASSIGN_PARTITIONS, zp.encode_reassign_partitions(left), version)
+                else:
+                    await self.session.delete_if_exists(zp.REASSIGN_PARTITIONS, version)
+                return
+            except BadVersionError:
+                continue
+

@@ -17,7 +17,7 @@ import time
 import urllib.parse
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from clients.protocol.acl import (AclOperation, AclPermissionType, PatternType, ResourceType,
                                   parse_title)
@@ -535,6 +535,22 @@ def encode_preferred_replica_election(partitions: Iterable[TopicPartition]) -> b
 
 def decode_preferred_replica_election(data: bytes) -> set[TopicPartition]:
     return _decode_partitions(data, PREFERRED_REPLICA_ELECTION)
+
+
+def encode_reassign_partitions(targets: Mapping[TopicPartition, list[int]]) -> bytes:
+    """/admin/reassign_partitions: the legacy tools' request (Kafka's
+    {"version":1,"partitions":[{"topic","partition","replicas"}]})."""
+    return _dumps({"version": 1, "partitions": [
+        {"topic": t, "partition": p, "replicas": list(r)} for (t, p), r in sorted(targets.items())]})
+
+
+def decode_reassign_partitions(data: bytes) -> dict[TopicPartition, list[int]]:
+    obj = _loads(data, REASSIGN_PARTITIONS)
+    try:
+        return {(str(e["topic"]), int(e["partition"])): [int(b) for b in e["replicas"]]
+                for e in obj["partitions"]}
+    except (KeyError, TypeError, ValueError) as e:
+        raise ZkDataError(f"{REASSIGN_PARTITIONS}: bad partition list {data[:200]!r}: {e}") from e
 
 
 # ------------------------------------------------------------------ producer id blocks

@@ -348,6 +348,12 @@ class ZkMetadataStore(MetadataStore):
     async def remove_dead_controller(self, broker_id: int) -> bool:
         return await self.election.remove_dead_controller(broker_id)
 
+    async def reassign_partitions_request(self) -> tuple[dict[TopicPartition, list[int]], int] | None:
+        return await self.partition_states.reassign_partitions_request()
+
+    async def finish_reassign_partitions(self, done: Iterable[TopicPartition]) -> None:
+        await self.partition_states.finish_reassign_partitions(done)
+
     async def log_dir_failure_events(self) -> dict[str, int]:
         return await zk_log_dir_events.log_dir_failure_events(self.session)
 

@@ -154,3 +154,19 @@ def test_kafka_python_alter_and_list(cluster):
         assert admin.list_partition_reassignments() == {}
     finally:
         admin.close()
+
+
+def test_the_legacy_reassign_partitions_znode(cluster):
+    """Kafka's /admin/reassign_partitions JSON moves the partitions like the API; the znode
+    goes once they are done, and an impossible target leaves it at once."""
+    import json
+
+    create(cluster, "zk", [[0, 1], [1, 2]])
+    produce(cluster, "zk", 40, partition=0)
+    body = {"version": 1, "partitions": [{"topic": "zk", "partition": 0, "replicas": [2, 3]},
+                                         {"topic": "zk", "partition": 1, "replicas": [1, 9]}]}
+    path = cluster.path("/admin/reassign_partitions")
+    cluster.zk.create(path, json.dumps(body).encode(), makepath=True)
+    cluster.wait_until(lambda: assignment(cluster, "zk") == {0: [2, 3], 1: [1, 2]}, timeout=60)
+    cluster.wait_until(lambda: not cluster.zk.exists(path), timeout=30)
+    assert consume_all(cluster, "zk") == [b"v%d" % i for i in range(40)]
