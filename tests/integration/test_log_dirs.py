@@ -68,11 +68,21 @@ def test_partitions_spread_over_the_dirs_and_every_tool_describes_them(broker_fa
                 assert r.size == sum(f.stat().st_size for f in (Path(d) / f"spread-{p}").glob("*.log"))
                 assert r.size > 0 and r.offset_lag == 0 and not r.is_future
 
-    # kafka-python's admin
+    # kafka-python's admin: describe, then move partition 0 to the other dir and back
     from kafka.admin import KafkaAdminClient
+    from kafka.structs import TopicPartitionReplica as KpReplica
+
+    from tests.support.cluster import Cluster
     kp = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
     try:
         answer = kp.describe_log_dirs()
+        home = placed[0]
+        other = next(d for d in dirs if d != home)
+        moved = kp.alter_replica_log_dirs({KpReplica("spread", 0, 0): other})
+        assert [e.__name__ for e in moved.values()] == ["NoError"], moved
+        Cluster.wait_until(lambda: partition_dirs(dirs, "spread")[0] == other, timeout=30)
+        kp.alter_replica_log_dirs({KpReplica("spread", 0, 0): home})
+        Cluster.wait_until(lambda: partition_dirs(dirs, "spread")[0] == home, timeout=30)
     finally:
         kp.close()
     assert [b["broker"] for b in answer] == [0]
