@@ -507,21 +507,19 @@ class ClusterView:
         if changed and topics:
             self.emit(TopicDeletionsRequested(topics))
 
-    async def _refresh_isr_changes(self) -> None:
+    async def _watched_children(self, path: str) -> tuple[str, ...]:
         c = self.session.client
-        nodes = tuple(sorted(await self.session.read(
-            lambda: c.get_children_async(zp.ISR_CHANGE_NOTIFICATION, self.watcher))))
-        changed = nodes != self.isr_nodes
-        self.isr_nodes = nodes
+        return tuple(sorted(await self.session.read(lambda: c.get_children_async(path, self.watcher))))
+
+    async def _refresh_isr_changes(self) -> None:
+        nodes = await self._watched_children(zp.ISR_CHANGE_NOTIFICATION)
+        changed, self.isr_nodes = nodes != self.isr_nodes, nodes
         if changed and nodes:
             self.emit(IsrChangesNotified(nodes))
 
     async def _refresh_log_dir_events(self) -> None:
-        c = self.session.client
-        nodes = tuple(sorted(await self.session.read(
-            lambda: c.get_children_async(zp.LOG_DIR_EVENT_NOTIFICATION, self.watcher))))
-        changed = nodes != self.log_dir_event_nodes
-        self.log_dir_event_nodes = nodes
+        nodes = await self._watched_children(zp.LOG_DIR_EVENT_NOTIFICATION)
+        changed, self.log_dir_event_nodes = nodes != self.log_dir_event_nodes, nodes
         if changed and nodes:
             self.emit(LogDirEventsNotified(nodes))
 

@@ -35,13 +35,8 @@ def cluster(tmp_path, request):
     extra = dict(marker.args[0]) if marker else {}
     c = Cluster(tmp_path / "cluster", brokers=4, zookeeper_session_timeout_ms=ZK_SESSION_MS,
                 default_replication_factor=3, overrides={"auto.leader.rebalance.enable": "false", **extra})
-    c.started = True
     try:
-        c.start_zookeeper()
-        for b in c.brokers[:3]:
-            b.start(60)
-        c.wait_for_brokers(3)
-        c.wait_for_controller()
+        c.start(only=3)
         yield c
     finally:
         stop_telling_a_failure(c, request)

@@ -34,26 +34,11 @@ def cluster(tmp_path_factory):
     to a running cluster)."""
     c = Cluster(tmp_path_factory.mktemp("reassign-tool") / "c", brokers=4,
                 overrides={"auto.leader.rebalance.enable": "false"}, default_replication_factor=2)
-    c.started = True
     try:
-        c.start_zookeeper()
-        for b in c.brokers[:3]:
-            b.start(60)
-        c.wait_for_brokers(3)
-        c.wait_for_controller()
-        wait_brokers_known(c, 3)
+        c.start(only=3)
         yield c
     finally:
         c.stop()
-
-
-def wait_brokers_known(c: Cluster, n: int) -> None:
-    def known() -> bool:
-        for i in range(c.size):
-            if c.running(i) and len(c.request(c.broker(i).port, "Metadata", 1, {"topics": []}).brokers) < n:
-                return False
-        return True
-    c.wait_until(known, timeout=60, message=f"every running broker knowing {n} brokers")
 
 
 def tool(*args: str, timeout: float = 90) -> subprocess.CompletedProcess:
@@ -118,7 +103,7 @@ def test_generate_execute_verify_onto_an_added_broker(cluster, tmp_path):
 
     cluster.broker(3).start(60)                  # the broker being added
     cluster.wait_for_brokers(4)
-    wait_brokers_known(cluster, 4)
+    cluster.wait_for_brokers_known(count=4)
 
     bs = ("--bootstrap-server", cluster.bootstrap)
     topics_file = tmp_path / "topics.json"
@@ -253,7 +238,7 @@ def test_a_move_that_cannot_finish_is_listed_verified_and_cancelled(cluster, tmp
     if cluster.broker_ids() != [0, 1, 2, 3]:
         cluster.broker(3).start(60)
         cluster.wait_for_brokers(4)
-        wait_brokers_known(cluster, 4)
+        cluster.wait_for_brokers_known(count=4)
     create(cluster, topic, [[0, 1]])
     produce(cluster, topic, 1, 100)
     bs = ("--bootstrap-server", cluster.bootstrap_except(3))

@@ -102,21 +102,24 @@ class Cluster:
 
     # ---- lifecycle --------------------------------------------------------------------------
 
-    def start(self, timeout: float = 60.0, wait_for_controller: bool = True) -> "Cluster":
-        """Start ZooKeeper and every broker; wait until all brokers are registered in
-        /brokers/ids and (unless told not to) a controller is elected. Starting a started
-        cluster does nothing (so `with Cluster(...).start(...) as c:` works)."""
+    def start(self, timeout: float = 60.0, wait_for_controller: bool = True,
+              only: int | None = None) -> "Cluster":
+        """Start ZooKeeper and every broker (`only`: the first `only` of them, the others
+        left for a test to add); wait until they are registered in /brokers/ids and (unless
+        told not to) a controller is elected. Starting a started cluster does nothing (so
+        `with Cluster(...).start(...) as c:` works)."""
         if self.started:
             return self
         self.started = True
+        count = self.size if only is None else only
         try:
             self.start_zookeeper()
-            for b in self.brokers:
+            for b in self.brokers[:count]:
                 b.start(timeout)
-            self.wait_for_brokers(self.size, timeout)
+            self.wait_for_brokers(count, timeout)
             if wait_for_controller:
                 self.wait_for_controller(timeout)
-            self.wait_for_brokers_known(timeout)
+            self.wait_for_brokers_known(timeout, count)
         except BaseException:
             self.stop()
             raise
@@ -328,22 +331,26 @@ class Cluster:
 
         return self.wait_until(registered, timeout, message=f"{want} brokers in /brokers/ids")
 
-    def wait_for_brokers_known(self, timeout: float = 60.0) -> None:
-        """Wait until every broker's own view (its Metadata answer, fed by its ZooKeeper
-        watches) lists all brokers: registration in ZooKeeper comes first, and a broker
-        asked to create a topic right then could still count fewer live brokers."""
+    def wait_for_brokers_known(self, timeout: float = 60.0, count: int | None = None) -> None:
+        """Wait until every running broker's own view (its Metadata answer, fed by its
+        ZooKeeper watches) lists `count` (all) brokers: registration in ZooKeeper comes
+        first, and a broker asked to create a topic right then could still count fewer."""
+        count = self.size if count is None else count
+
         def known() -> bool | None:
             self._check_alive()
-            for b in self.brokers:
+            for i, b in enumerate(self.brokers):
+                if not self.running(i):
+                    continue
                 try:
                     md = self.request(b.port, "Metadata", 1, {"topics": []})
                 except (OSError, KafkaClientError, KafkaError):
                     return None
-                if len(md.brokers) < self.size:
+                if len(md.brokers) < count:
                     return None
             return True
 
-        self.wait_until(known, timeout, message=f"every broker knowing {self.size} brokers")
+        self.wait_until(known, timeout, message=f"every running broker knowing {count} brokers")
 
     def wait_for_broker_gone(self, broker_id: int, timeout: float = 60.0) -> None:
         """Wait until broker_id's registration is gone (e.g. its session expired after kill9)."""
