@@ -43,6 +43,10 @@ class FetchState:
     leader_epoch: int
     needs_truncation: bool = True
     delayed_until: float = 0.0
+    # Whether the last answer left nothing to fetch below the leader's high watermark:
+    # the follower throttle's "in sync" (Kafka's isReplicaInSync, by fetch lag; this
+    # broker's own view of the ISR changes only with a LeaderAndIsr).
+    caught_up: bool = False
 
 
 class LeaderFetcher:
@@ -152,14 +156,37 @@ class LeaderFetcher:
 
     async def _fetch(self, conn: BrokerConnection, states: list[FetchState]) -> None:
         cfg = self.manager.config
-        throttle = self.manager.throttle
-        if throttle is not None and throttle.exceeded():
-            # Over follower.replication.throttled.rate: the throttled replicas sit this out.
-            states = [s for s in states if not self._throttled(s)]
-            if not states:
-                await asyncio.sleep(THROTTLED_PAUSE_S)
-                return
+        throttled = [s for s in states if self._throttled(s)]
+        granted, cap = 0, cfg["max_bytes"]
+        if throttled:
+            # follower.replication.throttled.rate: what these replicas may fetch is reserved
+            # up front and split between them; with nothing left they sit this fetch out.
+            assert self.manager.throttle is not None
+            granted = self.manager.throttle.reserve(cfg["max_bytes"] * len(throttled))
+            if granted == 0:
+                states = [s for s in states if s not in throttled]
+                throttled = []
+                if not states:
+                    await asyncio.sleep(THROTTLED_PAUSE_S)
+                    return
+            else:
+                cap = max(1, granted // len(throttled))
+        used = 0
+        try:
+            used = await self._fetch_some(conn, states, throttled, cap)
+        finally:
+            if granted and self.manager.throttle is not None:
+                self.manager.throttle.settle(granted, used)
+
+    async def _fetch_some(self, conn: BrokerConnection, states: list[FetchState], throttled: list[FetchState],
+                          throttled_max_bytes: int) -> int:
+        """One fetch of `states`, the `throttled` ones held to `throttled_max_bytes` each;
+        the bytes appended for those."""
+        cfg = self.manager.config
         named, forgotten = self._session_request(states)
+        # A throttled partition's size limit changes fetch to fetch: always name it.
+        named += [s for s in throttled if s not in named]
+        limits = {id(s): throttled_max_bytes for s in throttled}
         epoch = self.session_epoch
         body = {
             "replica_id": self.manager.broker_id, "max_wait_ms": cfg["wait_ms"], "min_bytes": 1,
@@ -168,7 +195,7 @@ class LeaderFetcher:
             "topics": _group_by_topic(named, lambda s: {
                 "partition": s.partition.index, "current_leader_epoch": s.leader_epoch,
                 "fetch_offset": s.partition.log.log_end_offset, "log_start_offset": -1,
-                "partition_max_bytes": cfg["max_bytes"]}),
+                "partition_max_bytes": limits.get(id(s), cfg["max_bytes"])}),
             "forgotten_topics_data": _group_forgotten(forgotten), "rack_id": "",
         }
         sent = {(s.partition.topic, s.partition.index): (s.partition.log.log_end_offset, s.leader_epoch)
@@ -180,7 +207,7 @@ class LeaderFetcher:
                      self.leader_id, self.session_id, for_code(resp.error_code).name)
             self.session_id = NO_SESSION
             self._restart_session()
-            return
+            return 0
         if resp.session_id == NO_SESSION:
             self.session_id = NO_SESSION            # the leader keeps no session for us
             self._restart_session()
@@ -190,6 +217,7 @@ class LeaderFetcher:
             for k in forgotten:
                 self._in_session.pop(k, None)
             self._in_session.update(sent)
+        used = 0
         for t in resp.responses:
             for r in t.partitions:
                 s = self.partitions.get((t.topic, r.partition_index))
@@ -211,15 +239,17 @@ class LeaderFetcher:
                         s.needs_truncation = True
                         continue
                     self.manager.topic_stats.replicated_in(p.topic, info.size)
-                    if throttle is not None and self._throttled(s):
-                        throttle.record(info.size)
+                    if id(s) in limits:
+                        used += info.size
                 self.manager.replicas.follower_appended(p, r.high_watermark)
                 p.fetch_lag = max(0, r.high_watermark - p.log.log_end_offset)
+                s.caught_up = p.fetch_lag == 0
+        return used
 
     def _throttled(self, s: FetchState) -> bool:
         throttle = self.manager.throttle
         p = s.partition
-        return throttle is not None and throttle.applies(p.topic, p.index, self.manager.broker_id in p.isr)
+        return throttle is not None and throttle.applies(p.topic, p.index, s.caught_up)
 
     def _delay(self, s: FetchState, code: int) -> None:
         # NOT_LEADER / FENCED / UNKNOWN epoch: the controller's next LeaderAndIsr sorts it out.

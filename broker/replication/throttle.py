@@ -39,6 +39,7 @@ class ReplicationThrottle:
         self.replicas = replicas
         self._clock_ms = clock_ms or (lambda: time.monotonic() * 1000.0)
         self._measured = SampledRate(max(2, samples), window_s * 1000, self._clock_ms())
+        self._in_flight = 0          # bytes reserved by fetches not yet answered
 
     def applies(self, topic: str, partition: int, in_sync: bool) -> bool:
         """Whether this replica's traffic counts against (and may be held by) the throttle."""
@@ -52,6 +53,24 @@ class ReplicationThrottle:
 
     def record(self, size: int) -> None:
         self._measured.record(size, self._clock_ms())
+
+    def reserve(self, wanted: int) -> int:
+        """Bytes that may be fetched now, up to `wanted`, held back from other fetches until
+        `settle` (several fetches in flight would each see the same headroom otherwise and
+        overshoot together)."""
+        limit = self.rate()
+        if limit >= UNLIMITED:
+            return wanted
+        total, window_ms = self._measured.total_and_window(self._clock_ms())
+        granted = int(max(0.0, min(wanted, limit * window_ms / 1000.0 - total - self._in_flight)))
+        self._in_flight += granted
+        return granted
+
+    def settle(self, granted: int, used: int) -> None:
+        """A reserved fetch ended: `used` of its `granted` bytes were copied."""
+        self._in_flight -= granted
+        if used:
+            self.record(used)
 
 
 def replication_throttles(broker_id: int, config: Any, topic_config: Callable[[str, str], str | None]
