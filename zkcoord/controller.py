@@ -255,10 +255,14 @@ class Controller:
                 await self._preferred_election()
             return
         if isinstance(event, _ControlledShutdown):
-            if not self.active:
-                event.answer.set_result(None)
-            else:
-                event.answer.set_result(await self._controlled_shutdown(event.broker_id))
+            try:
+                remaining = await self._controlled_shutdown(event.broker_id) if self.active else None
+            except BaseException as e:
+                if not event.answer.done():
+                    event.answer.set_exception(e if isinstance(e, Exception) else asyncio.CancelledError())
+                raise
+            if not event.answer.done():
+                event.answer.set_result(remaining)
             return
         if isinstance(event, (_RequestedElection, _AlterReassignments, _ListReassignments)):
             await self._answer(event)
@@ -323,6 +327,13 @@ class Controller:
         await self._on_become_controller()
 
     async def _on_become_controller(self) -> None:
+        # What a previous term learned may be stale (this broker ignored membership events
+        # while not active): the full LeaderAndIsr below rediscovers failed log dirs, the
+        # topic znodes and /admin/reassign_partitions the moves, the watches dead processes.
+        self.offline_replicas.clear()
+        self.zk_requested_moves.clear()
+        self.shutting_down.clear()
+        self.fenced.clear()
         self.live = self._zk_live()
         self._note_incarnations()
         self._sync_watches()        # a dead predecessor is found while the rest goes on
@@ -376,7 +387,7 @@ class Controller:
                 continue
             for tp in away:
                 s = self.states[tp].state
-                if b in s.isr:
+                if b in s.isr and self._online(b, tp):
                     moves[tp] = zp.PartitionState(b, s.leader_epoch + 1, s.isr, self._acting_epoch())
         changed = await self._write_states(moves)
         if changed:
@@ -458,15 +469,15 @@ class Controller:
         name = f"{tp[0]}-{tp[1]}"
         if election_type == PREFERRED_ELECTION:
             preferred = replicas[0] if replicas else zp.NO_LEADER
-            if s.leader == preferred and preferred in self.live:
+            if s.leader == preferred and self._online(preferred, tp):
                 return (_ELECTION_NOT_NEEDED, "Leader election not needed for topic partition.")
-            if preferred in self.live and preferred in s.isr and preferred not in self.shutting_down:
+            if self._online(preferred, tp) and preferred in s.isr and preferred not in self.shutting_down:
                 return zp.PartitionState(preferred, s.leader_epoch + 1, s.isr, self._acting_epoch())
             return (_PREFERRED_LEADER_NOT_AVAILABLE, f"Failed to elect leader for partition {name} under "
                     "strategy PreferredReplicaPartitionLeaderElectionStrategy")
-        if s.leader != zp.NO_LEADER and s.leader in self.live:
+        if s.leader != zp.NO_LEADER and self._online(s.leader, tp):
             return (_ELECTION_NOT_NEEDED, "Leader election not needed for topic partition.")
-        alive = [r for r in replicas if r in self.live and r not in self.shutting_down]
+        alive = [r for r in replicas if self._online(r, tp) and r not in self.shutting_down]
         in_sync = [r for r in alive if r in s.isr]
         if in_sync:
             return zp.PartitionState(in_sync[0], s.leader_epoch + 1, [r for r in s.isr if r in self.live],
@@ -551,20 +562,44 @@ class Controller:
         new_rs = list(move.target) if finished else move.replicas
         if finished:
             self.reassigning.pop(tp, None)
+            if tp in self.zk_requested_moves:      # cancelled: no longer asked for in the znode
+                self.zk_requested_moves.discard(tp)
+                await self.zk.finish_reassign_partitions([tp])
         else:
             self.reassigning[tp] = move
         dropped = [r for r in old_rs if r not in new_rs]      # e.g. the additions of a cancelled move
-        s = self.states[tp].state
-        isr = [r for r in s.isr if r in new_rs] or s.isr
-        leader = s.leader
-        if leader not in new_rs:
-            leader = next((r for r in new_rs if r in isr and r in self.live), zp.NO_LEADER)
-        await self._write_states({tp: zp.PartitionState(leader, s.leader_epoch + 1, isr, self._acting_epoch())})
+        if not await self._bump_for_replicas(tp, new_rs):
+            # The replica set is written but the leader could not be told at a new epoch:
+            # stop nothing (it may lead), the next ISR change or election carries it on.
+            log.warning("controller: reassignment of %s-%d: partition state kept changing", *tp)
+            return True
         self._announce([tp])
         self._stop_replicas(tp, dropped)
         log.info("controller: reassignment of %s-%d %s: replicas %s -> %s", tp[0], tp[1],
                  "reverted" if finished and old_rs != new_rs else "started", old_rs, new_rs)
         return True
+
+    async def _bump_for_replicas(self, tp: TopicPartition, replicas: list[int]) -> bool:
+        """A new leader epoch for the replica set `replicas` (Kafka's step A3), so the leader
+        takes it in; a leader outside it hands over to an online in-sync member. Decided
+        again from a newer state if the write met one."""
+        for _ in range(3):
+            s = self.states[tp].state
+            isr = [r for r in s.isr if r in replicas] or [r for r in replicas if self._online(r, tp)][:1]
+            leader = s.leader
+            if leader not in replicas:
+                leader = next((r for r in replicas if r in isr and self._online(r, tp)), zp.NO_LEADER)
+            written, stale = await self._write_states_reporting_stale(
+                {tp: zp.PartitionState(leader, s.leader_epoch + 1, isr, self._acting_epoch())})
+            if written:
+                return True
+            if not stale:
+                return False
+        return False
+
+    def _online(self, broker_id: int, tp: TopicPartition) -> bool:
+        """Alive, and the replica not in a failed log dir (Kafka's isReplicaOnline)."""
+        return broker_id in self.live and tp not in self.offline_replicas.get(broker_id, ())
 
     async def _complete_reassignments(self, tps: list[TopicPartition]) -> None:
         """The second half, for each move whose target replicas are all in the ISR: a leader
@@ -579,8 +614,8 @@ class Controller:
             s = ps.state
             isr = [r for r in s.isr if r in move.target]
             leader = s.leader
-            if leader not in move.target or leader not in self.live:
-                leader = next((r for r in move.target if r in isr and r in self.live), zp.NO_LEADER)
+            if leader not in move.target or not self._online(leader, tp):
+                leader = next((r for r in move.target if r in isr and self._online(r, tp)), zp.NO_LEADER)
                 if leader == zp.NO_LEADER:
                     continue             # no live target in sync yet: an ISR change will retry
             if not await self._write_states({tp: zp.PartitionState(leader, s.leader_epoch + 1, isr,
@@ -846,14 +881,12 @@ class Controller:
         return self.epoch
 
     def _choose_leader(self, tp: TopicPartition, isr: list[int], exclude: Set[int] = frozenset()) -> tuple[int, bool]:
-        replicas = [r for r in self._replicas(tp) if tp not in self.offline_replicas.get(r, ())]
+        replicas = [r for r in self._replicas(tp) if self._online(r, tp) and r not in exclude]
         for r in replicas:
-            if r in self.live and r in isr and r not in exclude:
+            if r in isr:
                 return r, False
-        if self._unclean_allowed(tp[0]):
-            for r in replicas:
-                if r in self.live and r not in exclude:
-                    return r, True
+        if replicas and self._unclean_allowed(tp[0]):
+            return replicas[0], True
         return zp.NO_LEADER, False
 
     async def _write_states(self, updates: dict[TopicPartition, zp.PartitionState]) -> list[TopicPartition]:
@@ -957,6 +990,9 @@ class Controller:
         """`bounced`: registered again by a new process without ever leaving the cluster's
         view; failed over like `removed` (never elected in that step) and started like `added`."""
         self.live = self._zk_live()
+        regs = self.zk.broker_registrations()
+        bounced = set(bounced) | {b for b in self.live - added if b in regs and b in self.incarnations
+                                  and regs[b].timestamp != self.incarnations[b]}
         for b in removed | bounced | added:
             self.offline_replicas.pop(b, None)     # a new process reports its dirs anew
         for b in removed | bounced:
@@ -1012,6 +1048,9 @@ class Controller:
             for tp in tps:
                 self.states.pop(tp, None)
                 self.reassigning.pop(tp, None)
+            if self.zk_requested_moves & set(tps):
+                self.zk_requested_moves -= set(tps)
+                await self.zk.finish_reassign_partitions(tps)
             self.assignments.pop(topic, None)
             log.info("controller: deleted topic %s", topic)
 

@@ -35,7 +35,11 @@ class BrokerChannel:
             try:
                 answer = await self._deliver(api, version, body)
                 if answer is not None and on_answer is not None:
-                    on_answer(answer)
+                    try:
+                        on_answer(answer)
+                    except Exception:      # a reader's bug must not end this broker's channel
+                        log.exception("controller: reading the answer to %s from broker %d failed",
+                                      api, self.broker_id)
             finally:
                 self.queue.task_done()
 
