@@ -187,7 +187,7 @@ def test_unknown_api_versions_version_gets_error_35_in_v0_format(broker):
     body = api("ApiVersions").decode_response(r, 0)
     assert body.error_code == 35
     keys = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
-    assert keys[18] == (0, 3)
+    assert keys[18] == (0, 4)
     assert 0 in keys and 1 in keys and 3 in keys
 
 
