@@ -216,11 +216,11 @@ def test_configs_describe_alter_delete(broker):
                for line in all_configs)
     line = fails("configs", *bs, "--alter", "--topic", "cli-cfg", "--delete-config", "segment.ms")
     assert line == "Error while executing config command : Invalid config(s): segment.ms"
-    # A broker config strom cannot change while running: the refusal in one line
+    # A read-only broker config (Kafka's too): the refusal in one line, in Kafka's words
     line = fails("configs", *bs, "--alter", "--entity-type", "brokers", "--entity-name", "0",
-                 "--add-config", "num.io.threads=4")
+                 "--add-config", "log.dirs=/tmp/elsewhere")
     assert line.startswith("Error while executing config command : ")
-    assert "does not apply num.io.threads while running" in line
+    assert "Cannot update these configs dynamically: Set(log.dirs)" in line
     line = fails("configs", *bs, "--describe", "--topic", "cli-cfg-nope")
     assert "UNKNOWN_TOPIC_OR_PARTITION" in line and "cli-cfg-nope" in line
 
