@@ -308,8 +308,6 @@ def run_quotas(admin: AdminClient, entity: list[tuple[str, Any]], args: argparse
             name = entity[0][1]
             run_users(admin, None if name is ANY_NAME else name, None, out)
         return 0
-    if any(n is ANY_NAME for _, n in entity):
-        raise CliError("An entity name must be specified for every entity type with --alter")
     to_set, to_delete = alter_request(args)
     scram_set = {k: v for k, v in to_set.items() if k in SCRAM_KEYS}
     scram_delete = [k for k in to_delete if k in SCRAM_KEYS]
@@ -342,6 +340,9 @@ def run(args: argparse.Namespace, out=None) -> int:
         raise CliError("--add-config/--delete-config can only be used with --alter")
     entity = quota_entity(args)
     if entity is not None:
+        if args.alter and any(n is ANY_NAME for _, n in entity):
+            # Checked before connecting, as Kafka's ConfigCommand checks its options.
+            raise CliError("An entity name must be specified for every entity type with --alter")
         with admin_client(args, ERROR_PREFIX) as admin:
             return run_quotas(admin, entity, args, out)
     kind, name = resolve_entity(args)     # users went to run_quotas above

@@ -10,7 +10,7 @@ from clients.protocol.schema import Struct
 
 
 def _plan(isolation: int) -> _FetchPlan:
-    replicas = SimpleNamespace(maybe_get=lambda topic, i: None)
+    replicas = SimpleNamespace(maybe_get=lambda topic, i: None, missing_code=lambda topic, i, default: default)
     request = Struct(replica_id=-1, isolation_level=isolation, max_bytes=1 << 20)
     parts = [Struct(partition=i, fetch_offset=0, partition_max_bytes=1024, current_leader_epoch=-1)
              for i in range(2)]

@@ -195,7 +195,7 @@ def test_connect_authenticates_then_requests_flow(mechanism: str):
                 assert conn.reauthenticate_at is None     # no session lifetime granted
             assert broker.asked == [mechanism] and broker.authenticated == 1
             rounds = 1 if mechanism == "PLAIN" else 2
-            assert broker.seen == [(18, 3), (17, 1)] + [(36, 2)] * rounds + [(3, 12)]
+            assert broker.seen == [(18, 4), (17, 1)] + [(36, 2)] * rounds + [(3, 12)]
     asyncio.run(main())
 
 
