@@ -124,10 +124,12 @@ def test_a_producer_limited_to_1_mb_per_second_beside_an_unlimited_one(broker_fa
     assert abs(slow.acked - expected) <= 2 * MB
     assert slow.max_throttle_ms > 0
     assert fast.throttles == 0
-    # Not slowed: the limited client is muted most of the time, so the unlimited one has
-    # (nearly) the broker to itself; 2 shared cores make this noisy, hence the margin.
-    assert fast.acked >= 0.5 * solo.acked
-    assert fast.acked > 5 * slow.acked
+    # Not slowed by the quota: never throttled, and far above the limit. Its rate beside the
+    # other client is printed against its solo run but only loosely bounded: the two clients
+    # and the broker share two cores, and the solo run's rate varies from run to run (76 to
+    # 264 MB/s seen; 122 beside the limited client in the run that saw 264 solo).
+    assert fast.acked > 10 * slow.acked
+    assert fast.acked >= 0.3 * solo.acked
 
 
 def test_a_fetch_quota_throttles_a_consumer(broker_factory):
