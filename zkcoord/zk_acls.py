@@ -28,6 +28,7 @@ from .zk_cluster_view import ClusterView
 from .zk_errors import ZkStoreError
 from .zk_notifications import ChangeNotifications
 from .zk_paths import AclEntry, AclResource
+from .entity_cache import merge_reads
 from .zk_session import ZkSession
 
 log = logging.getLogger("strom.zkcoord")
@@ -153,7 +154,8 @@ class ZkAcls:
         for notes in self.changes.values():
             await notes.skip_existing()
         stores = [(p, t) for p in zp.ACL_PATTERN_TYPES for t in zp.ACL_RESOURCE_TYPES]
-        names = await asyncio.gather(*(self._children(zp.acl_type_path(p, t)) for p, t in stores))
+        names = await asyncio.gather(*(self.session.read_children(zp.acl_type_path(p, t))
+                                       for p, t in stores))
         resources = [AclResource(t, name, p) for (p, t), ns in zip(stores, names) for name in ns]
         read = await asyncio.gather(*(self._read(r) for r in resources))
         fresh = {r: acls for r, acls in zip(resources, read) if acls}
@@ -178,25 +180,8 @@ class ZkAcls:
         """Re-read these resources' nodes into the cache (Kafka's AclChangedNotificationHandler)."""
         unique = list(dict.fromkeys(resources))
         read = await asyncio.gather(*(self._read(r) for r in unique))
-        changed = False
-        for resource, acls in zip(unique, read):
-            if self.cache.get(resource, frozenset()) == acls:
-                continue
-            changed = True
-            if acls:
-                self.cache[resource] = acls
-            else:
-                del self.cache[resource]
-        if changed:
+        if merge_reads(self.cache, unique, read):
             self.view.emit(AclsChanged())
-
-    async def _children(self, path: str) -> list[str]:
-        c = self.session.client
-        try:
-            children: list[str] = await self.session.read(lambda: c.get_children_async(path))
-        except NoNodeError:
-            return []
-        return children
 
     async def _read(self, resource: AclResource) -> AclSet:
         try:
@@ -204,10 +189,8 @@ class ZkAcls:
         except ValueError as e:
             log.error("ignoring ACLs of an unusable resource name: %s", e)
             return frozenset()
-        c = self.session.client
-        try:
-            data, _ = await self.session.read(lambda: c.get_async(path))
-        except NoNodeError:
+        data = await self.session.read_data(path)
+        if data is None:
             return frozenset()
         try:
             return zp.decode_acls(data, path)

@@ -23,13 +23,12 @@ import asyncio
 import logging
 from typing import Callable, Iterable, Mapping
 
-from kazoo.exceptions import NoNodeError
-
 from clients.protocol.errors import InvalidRequestError
 
 from . import zk_paths as zp
 from .store import SCRAM_MECHANISMS
 from .zk_cluster_view import ClusterView
+from .entity_cache import merge_reads
 from .zk_session import ZkSession
 from .zk_users import ZkUsers, update_entity_config
 
@@ -128,8 +127,8 @@ class ZkQuotas:
 
     async def resync(self) -> None:
         """Read every quota entity under /config/users and /config/clients."""
-        users = await self._children(zp.USER_CONFIGS)
-        clients = await self._children(CLIENT_CONFIGS)
+        users = await self.session.read_children(zp.USER_CONFIGS)
+        clients = await self.session.read_children(CLIENT_CONFIGS)
         entities: list[QuotaEntity] = []
         for u in users:
             user = entity_of_path(f"{zp.CONFIG_TYPE_USER}/{u}")
@@ -137,7 +136,7 @@ class ZkQuotas:
                 log.error("ignoring quota config with an unreadable name %r", u)
                 continue
             entities.append(user)
-            for c in await self._children(f"{zp.USER_CONFIGS}/{u}/{zp.CONFIG_TYPE_CLIENT}"):
+            for c in await self.session.read_children(f"{zp.USER_CONFIGS}/{u}/{zp.CONFIG_TYPE_CLIENT}"):
                 both = entity_of_path(f"{zp.CONFIG_TYPE_USER}/{u}/{zp.CONFIG_TYPE_CLIENT}/{c}")
                 if both is not None:
                     entities.append(both)
@@ -158,36 +157,17 @@ class ZkQuotas:
     async def refresh(self, entities: Iterable[QuotaEntity]) -> None:
         unique = list(dict.fromkeys(entities))
         read = await asyncio.gather(*(self._read(e) for e in unique))
-        changed = False
-        for entity, config in zip(unique, read):
-            if self.cache.get(entity, {}) == config:
-                continue
-            changed = True
-            if config:
-                self.cache[entity] = config
-            else:
-                self.cache.pop(entity, None)
-        if changed:
+        if merge_reads(self.cache, unique, read):
             for cb in list(self._subscribers):
                 try:
                     cb()
                 except Exception:
                     log.exception("client quota subscriber %r failed", cb)
 
-    async def _children(self, path: str) -> list[str]:
-        c = self.session.client
-        try:
-            children: list[str] = await self.session.read(lambda: c.get_children_async(path))
-        except NoNodeError:
-            return []
-        return children
-
     async def _read(self, entity: QuotaEntity) -> dict[str, str]:
-        c = self.session.client
         path = f"{zp.CONFIG}/{entity_path(entity)}"
-        try:
-            data, _ = await self.session.read(lambda: c.get_async(path))
-        except NoNodeError:
+        data = await self.session.read_data(path)
+        if data is None:
             return {}
         try:
             return _quota_keys(zp.decode_entity_config(data))

@@ -238,6 +238,24 @@ class ZkSession:
         """A read by the watching consumer: retried until connected, however long that takes."""
         return await self.call(make, timeout=math.inf)
 
+    async def read_data(self, path: str) -> bytes | None:
+        """`read` of a node's data; None when the node does not exist."""
+        c = self.client
+        try:
+            data, _ = await self.read(lambda: c.get_async(path))
+        except NoNodeError:
+            return None
+        return data
+
+    async def read_children(self, path: str) -> list[str]:
+        """`read` of a node's children; none when the node does not exist."""
+        c = self.client
+        try:
+            children: list[str] = await self.read(lambda: c.get_children_async(path))
+        except NoNodeError:
+            return []
+        return children
+
     # ------------------------------------------------------------ plain requests
 
     async def get(self, path: str) -> tuple[bytes, ZnodeStat] | None:

@@ -23,6 +23,7 @@ from .store import SCRAM_MECHANISMS, UserScramCredentialsChanged
 from .zk_cluster_view import ClusterView
 from .zk_errors import ZkStoreError
 from .zk_notifications import ChangeNotifications
+from .entity_cache import merge_reads
 from .zk_session import ZkSession
 
 log = logging.getLogger("strom.zkcoord")
@@ -113,12 +114,7 @@ class ZkUsers:
         """Watch /config/changes, then read every user's config; tell subscribers about each
         user whose credentials differ from the cache."""
         await self.changes.skip_existing()
-        c = self.session.client
-        try:
-            names: list[str] = await self.session.read(
-                lambda: c.get_children_async(zp.USER_CONFIGS))
-        except NoNodeError:
-            names = []
+        names = await self.session.read_children(zp.USER_CONFIGS)
         users = []
         for name in names:
             try:
@@ -151,21 +147,13 @@ class ZkUsers:
     async def refresh(self, users: Iterable[str]) -> None:
         unique = list(dict.fromkeys(users))
         read = await asyncio.gather(*(self._read(u) for u in unique))
-        for user, creds in zip(unique, read):
-            if self.cache.get(user, {}) == creds:
-                continue
-            if creds:
-                self.cache[user] = creds
-            else:
-                del self.cache[user]
+        for user in merge_reads(self.cache, unique, read):
             self.view.emit(UserScramCredentialsChanged(user))
 
     async def _read(self, user: str) -> dict[str, str]:
-        c = self.session.client
         path = zp.user_config_path(user)
-        try:
-            data, _ = await self.session.read(lambda: c.get_async(path))
-        except NoNodeError:
+        data = await self.session.read_data(path)
+        if data is None:
             return {}
         try:
             return scram_credentials(zp.decode_entity_config(data))
