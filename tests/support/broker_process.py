@@ -27,13 +27,14 @@ def free_port() -> int:
 
 def listens_on(pid: int, port: int) -> bool:
     """Process `pid` itself has a socket listening on TCP `port` (from Linux's /proc). Unlike a
-    connection test, this is not fooled by another process that took the port and listens."""
+    connection test, this is not fooled by another process that took the port and listens.
+    The tables are the process's own: it may run in another network namespace."""
     listening = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+    for table in (f"/proc/{pid}/net/tcp", f"/proc/{pid}/net/tcp6"):
         try:
             with open(table) as f:
                 rows = f.read().splitlines()[1:]
-        except FileNotFoundError:       # no IPv6
+        except FileNotFoundError:       # no IPv6, or the process is gone
             continue
         for row in rows:
             # sl local_address(HEXIP:HEXPORT) rem_address st(0A = LISTEN) ... inode
@@ -113,6 +114,10 @@ class BrokerProcess:
         self.write_config()
         self.proc: subprocess.Popen | None = None
         self.log_path = self.workdir / "broker.log"
+        # Where clients reach it, and what runs it: a network namespace host
+        # (broker/testing/netns.py) sets its address and `ip netns exec <ns>`.
+        self.host = "127.0.0.1"
+        self.command_prefix: list[str] = []
 
     def write_config(self) -> None:
         """server.properties from `props`, "{port}" in a value replaced by `port`."""
@@ -121,7 +126,7 @@ class BrokerProcess:
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def start(self, timeout: float = 20.0) -> "BrokerProcess":
         """Start the broker; return once it listens on `port`.
@@ -157,7 +162,7 @@ class BrokerProcess:
         if getattr(self, "_log", None) is not None and not self._log.closed:
             self._log.close()           # restarted after kill9(): the old handle is done
         self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "broker", str(self.config_path)],
+        self.proc = subprocess.Popen([*self.command_prefix, sys.executable, "-m", "broker", str(self.config_path)],
                                      cwd=REPO, env=env, stdout=self._log, stderr=subprocess.STDOUT)
 
     def _wait_listening(self, timeout: float) -> None:

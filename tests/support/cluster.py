@@ -10,6 +10,14 @@ ZooKeeper (Kafka's ZK-mode paths under the chroot /strom).
         c.partition_state("t", 0)                    # {"leader": .., "isr": [..], ...}
 
 Brokers are addressed by their index, which is also their broker.id.
+
+With `network` (a broker/testing/netns.py `Network` made with `Cluster.host_names(n)`, owned
+and closed by the caller), ZooKeeper runs on host ZK_HOST and broker i on host `broker_host(i)`,
+each in its own network namespace, listening and advertised on that host's address; the test
+process reaches them all through the network's switch, and partitions are the network's faults:
+
+    with Network.create(Cluster.host_names(3)) as net, Cluster(tmp, 3, network=net) as c:
+        net.isolate(c.broker_host(c.leader("t", 0)))
 """
 from __future__ import annotations
 
@@ -20,15 +28,19 @@ import os
 import signal
 import time
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from clients.aio.errors import KafkaClientError
 from clients.protocol.errors import KafkaError
 from tests.support.broker_process import BrokerProcess
 from tests.support.zk_process import ZooKeeperProcess
 
+if TYPE_CHECKING:
+    from broker.testing.netns import Network
+
 T = TypeVar("T")
 CHROOT = "/strom"
+ZK_HOST = "zk"              # ZooKeeper's host name in a `network`
 
 
 class Cluster:
@@ -43,9 +55,10 @@ class Cluster:
                  zookeeper_session_timeout_ms: int = 6000,
                  replica_lag_time_max_ms: int = 3000,
                  broker_overrides: dict[int, dict[str, str]] | None = None,
-                 chroot: str = CHROOT, client_security: Any = None):
+                 chroot: str = CHROOT, client_security: Any = None, network: "Network | None" = None):
         if brokers < 1:
             raise ValueError("a cluster needs at least one broker")
+        self.network = network
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.size = brokers
@@ -54,6 +67,9 @@ class Cluster:
         # failure detection; a 500 ms tick keeps detection close to the session timeout
         # (minSessionTimeout = 2 ticks = 1 s, well below the brokers' timeout).
         self.zookeeper = ZooKeeperProcess(self.workdir / "zookeeper", tick_time_ms=500)
+        if network is not None:
+            self.zookeeper.host = network.ip(ZK_HOST)
+            self.zookeeper.command_prefix = network.command(ZK_HOST, [])
         rf = min(3, brokers)
         self.replication_factor = default_replication_factor or rf
         self.min_insync_replicas = min_insync_replicas or min(2, brokers)
@@ -71,9 +87,15 @@ class Cluster:
                 "transaction.state.log.replication.factor": str(rf),
                 "transaction.state.log.min.isr": str(min(2, brokers)),
             }
+            if network is not None:
+                props["listeners"] = f"PLAINTEXT://{network.ip(self.broker_host(i))}:{{port}}"
             props.update(overrides or {})
             props.update((broker_overrides or {}).get(i, {}))
-            self.brokers.append(BrokerProcess(self.workdir / f"broker-{i}", broker_id=i, overrides=props))
+            b = BrokerProcess(self.workdir / f"broker-{i}", broker_id=i, overrides=props)
+            if network is not None:
+                b.host = network.ip(self.broker_host(i))
+                b.command_prefix = network.command(self.broker_host(i), [])
+            self.brokers.append(b)
         self._zk_in_configs = self.zookeeper.connect    # the host:port the brokers' configs name
         # How the cluster's own probes connect (a clients.aio.security.ClientSecurity) when
         # the brokers' port is a SASL or TLS listener; None: PLAINTEXT.
@@ -83,6 +105,16 @@ class Cluster:
         self.started = False
 
     # ---- addresses --------------------------------------------------------------------------
+
+    @staticmethod
+    def host_names(brokers: int) -> list[str]:
+        """The hosts a `network` for a cluster of `brokers` needs: ZooKeeper's and one each."""
+        return [ZK_HOST, *(Cluster.broker_host(i) for i in range(brokers))]
+
+    @staticmethod
+    def broker_host(i: int) -> str:
+        """Broker i's host name in a `network`."""
+        return f"b{i}"
 
     @property
     def zk_connect(self) -> str:
@@ -261,14 +293,15 @@ class Cluster:
     def request(self, port: int, api: str, version: int, body: dict[str, Any]) -> Any:
         """One request to the broker on `port`, as the cluster's probes send them (over
         `client_security` when the listener needs it)."""
+        host = next((b.host for b in self.brokers if b.port == port), "127.0.0.1")
         if self.client_security is None:
             from tests.support.wire import WireClient
-            with WireClient("127.0.0.1", port, timeout=5) as w:
+            with WireClient(host, port, timeout=5) as w:
                 return w.request(api, version, body)
 
         async def secured() -> Any:
             from clients.aio.connection import BrokerConnection
-            conn = await BrokerConnection.connect("127.0.0.1", port, security=self.client_security,
+            conn = await BrokerConnection.connect(host, port, security=self.client_security,
                                                   timeout=5)
             try:
                 return await conn.request(api, body, version=version)

@@ -72,6 +72,7 @@ class ZooKeeperServer:
         self.log_path = self.workdir / "zookeeper.log"
         self.proc: subprocess.Popen | None = None
         self._log: IO[bytes] | None = None
+        self.command_prefix: list[str] = []     # e.g. `ip netns exec <ns>` (broker/testing/netns.py)
 
     @property
     def connect_string(self) -> str:
@@ -110,7 +111,7 @@ class ZooKeeperServer:
             classpath.append(str(SLF4J_SIMPLE_JAR))
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [java, "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+            [*self.command_prefix, java, "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
              "-Dzookeeper.admin.enableServer=false",
              "-cp", ":".join(classpath), MAIN_CLASS, str(cfg)],
             cwd=self.workdir, stdout=self._log, stderr=subprocess.STDOUT,
