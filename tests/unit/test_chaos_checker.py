@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from tests.chaos.checker import Checker, CheckReport, make_value, parse_value
+from broker.testing.verify import Checker, CheckReport, make_value, parse_value
 
 
 def clean_run(n: int = 10, partitions: int = 2, producer: str = "p0") -> tuple[Checker, list]:
