@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import logging
 import signal
 import sys
@@ -266,6 +267,12 @@ class Broker:
                 self.metadata.this_endpoints[server.listener_name] = (host, server.bound_port)
                 if server.listener_name == self.listener_name:
                     self.advertised.port = server.bound_port
+                if self.zk_store is not None:
+                    # ...and register it: the other brokers and the controller connect to it.
+                    self.zk_store.endpoints = [
+                        dataclasses.replace(e, port=server.bound_port)
+                        if e.listener_name == server.listener_name and e.port == 0 else e
+                        for e in self.zk_store.endpoints]
 
     async def start(self) -> None:
         if self.config.metrics_port >= 0:
