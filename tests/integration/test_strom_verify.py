@@ -119,3 +119,39 @@ def test_unsafe_setup_loses_acknowledged_records_and_exits_1(cluster, long_run):
     assert counts["conflicting"] >= 1, out          # their offsets were acknowledged again
     assert counts["faults done"] >= 1 and "leader-ahead" in out, out
     assert "result: FAILED" in out and "acked at 0/" in out
+
+
+START_CLUSTER_PORTS = [2181, 9092, 9093, 9094, 9404, 9405, 9406]
+
+
+def port_busy(port: int) -> bool:
+    import socket
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_a_start_cluster_directory_under_kill9_and_pause(tmp_path, long_run):
+    """--cluster-dir of a bin/start-cluster.sh cluster: its pid files, and brokers started
+    again with start-cluster.sh --broker N (which waits for the registration). Long form
+    only: the script's cluster has fixed ports and the sample configs' slower failure
+    detection."""
+    if not long_run:
+        pytest.skip("long form only (--long or STROM_LONG_TESTS=1)")
+    if any(port_busy(p) for p in START_CLUSTER_PORTS):
+        pytest.skip("a port of bin/start-cluster.sh's cluster is busy here")
+    data = tmp_path / "data"
+    bootstrap = "127.0.0.1:9092,127.0.0.1:9093,127.0.0.1:9094"
+    try:
+        started = subprocess.run([str(REPO / "bin/start-cluster.sh"), "--no-setup", "--data-dir",
+                                  str(data)], cwd=REPO, capture_output=True, text=True, timeout=200)
+        assert started.returncode == 0, started.stderr
+        done = subprocess.run([str(REPO / "bin/strom-verify.sh"), "--bootstrap-server", bootstrap,
+                               "--cluster-dir", str(data), "--faults", "kill9,pause",
+                               "--duration", "60", "--fault-interval", "2", "--fault-duration", "3"],
+                              capture_output=True, text=True, timeout=400, cwd=REPO)
+        print(done.stderr, done.stdout)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "kill9: broker" in done.stderr and "started again and live" in done.stderr
+    finally:
+        subprocess.run([str(REPO / "bin/stop-cluster.sh"), "--data-dir", str(data)], cwd=REPO,
+                       capture_output=True, timeout=120)
