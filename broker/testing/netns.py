@@ -1,8 +1,10 @@
 """A small network of Linux network namespaces for partition tests (root only).
 
 Every "host" is a namespace with one veth into a bridge that lives in a namespace of its
-own (the "switch"); the test process in the root namespace is one more port on that switch
-(`CLIENT`), so it reaches every host unless a scenario cuts it off too. Faults are iptables
+own (the "switch"); the test process in the root namespace is one more port on that switch,
+with one address per client: `CLIENT` (.254, the one its sockets use unless they bind
+another) and any extra clients asked for (.253, .252, ...: a socket bound to one of them
+is that client). A client reaches every host unless a fault names it. Faults are iptables
 DROP rules in the switch's FORWARD chain (bridged frames pass it through br_netfilter), all
 rewritten at once with iptables-restore, so:
 
@@ -13,9 +15,11 @@ rewritten at once with iptables-restore, so:
 
     with Network.create(["zk", "b0", "b1", "b2"]) as net:
         subprocess.Popen(net.command("b0", ["python", "-m", "broker", "b0.properties"]))
-        net.isolate("b0")                  # b0 cut from every host (the client still sees it)
+        net.isolate("b0")                  # b0 cut from every host (clients still reach it)
+        net.isolate("b0", clients=[CLIENT])  # ... and from the client too
         net.cut_one_way("b1", "b2")        # b1's packets to b2 dropped, b2's to b1 pass
         net.partition(["b0"], ["zk", "b2"])
+        net.partition(["b0", "minority"], ["zk", "b1", "b2", CLIENT])  # with extra_clients=["minority"]
         net.bridge(["b0"], "b1", ["b2"])   # b0 and b2 cut from each other, b1 sees both
         net.heal()
 
@@ -37,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-CLIENT = "client"           # the root namespace: the test process and its clients
+CLIENT = "client"           # the root namespace's first address: the test process's clients
 CHAIN = "STROM-CUTS"        # the switch's chain of DROP rules, jumped to from FORWARD
 NETNS_PREFIX = "strom-"     # namespace names: strom-<pid>-<seq>-<host>
 SWITCH = "switch"
@@ -72,16 +76,18 @@ def _which(tool: str) -> str | None:
 @dataclass
 class Cuts:
     """The directed links that drop packets: (src, dst) means src's packets to dst are lost.
-    Host names are the network's labels plus CLIENT. Operations add to what is cut; `heal`
+    Names are the network's hosts and clients. Operations add to what is cut; `heal`
     clears everything."""
 
     hosts: tuple[str, ...]
+    clients: tuple[str, ...] = (CLIENT,)
     dropped: set[tuple[str, str]] = field(default_factory=set)
 
     def _known(self, *names: str) -> None:
         for n in names:
-            if n != CLIENT and n not in self.hosts:
-                raise KeyError(f"no host {n!r} in this network (hosts: {', '.join(self.hosts)})")
+            if n not in self.hosts and n not in self.clients:
+                raise KeyError(f"no host or client {n!r} in this network "
+                               f"({', '.join(self.hosts + self.clients)})")
 
     def cut_one_way(self, src: str, dst: str) -> None:
         self._known(src, dst)
@@ -103,11 +109,10 @@ class Cuts:
             for b in g2:
                 self.cut(a, b)
 
-    def isolate(self, host: str, client: bool = False) -> None:
-        """`host` cut from every other host (and from the client too if `client`)."""
+    def isolate(self, host: str, clients: Iterable[str] = ()) -> None:
+        """`host` cut from every other host, and from `clients`."""
         self._known(host)
-        others = [h for h in self.hosts if h != host] + ([CLIENT] if client else [])
-        self.partition([host], others)
+        self.partition([host], [h for h in self.hosts if h != host] + list(clients))
 
     def bridge(self, left: Sequence[str], middle: str, right: Sequence[str]) -> None:
         """Jepsen's bridge: `left` and `right` cut from each other, `middle` sees both."""
@@ -210,35 +215,39 @@ class Network:
     """Hosts on one switch, faults between them, and the way to run processes on them.
     Thread-safe: faults may be applied from a thread other than the one that made it."""
 
-    def __init__(self, tag: str, subnet: int, hosts: dict[str, Host], client_veth: str):
+    def __init__(self, tag: str, subnet: int, hosts: dict[str, Host], clients: Sequence[str],
+                 client_veth: str):
         self.tag = tag
         self.subnet = subnet
         self.hosts = hosts
         self.client_veth = client_veth
-        self.client_ip = f"{SUBNET_BASE}.{subnet}.{CLIENT_OCTET}"
+        self.client_ips = {c: f"{SUBNET_BASE}.{subnet}.{CLIENT_OCTET - i}" for i, c in enumerate(clients)}
+        self.client_ip = self.client_ips[CLIENT]
         self.switch_netns = f"{NETNS_PREFIX}{tag}-{SWITCH}"
-        self.cuts = Cuts(tuple(hosts))
+        self.cuts = Cuts(tuple(hosts), tuple(clients))
         self._lock = threading.Lock()
         self.closed = False
 
     # ---- making and removing ------------------------------------------------------------
 
     @classmethod
-    def create(cls, names: Sequence[str]) -> "Network":
+    def create(cls, names: Sequence[str], extra_clients: Sequence[str] = ()) -> "Network":
         """Namespaces for `names` (short lowercase labels, e.g. "zk", "b0"), each with its own
-        address 10.213.<k>.<1..n>/24, the switch and the client's port; NetnsUnavailable when
-        this machine cannot. Partial work is undone when a step fails."""
+        address 10.213.<k>.<1..n>/24, the switch, and the root namespace's port with an
+        address for CLIENT and each of `extra_clients`; NetnsUnavailable when this machine
+        cannot. Partial work is undone when a step fails."""
         reason = unavailable_reason()
         if reason:
             raise NetnsUnavailable(reason)
-        if len(set(names)) != len(names) or not names:
-            raise ValueError(f"host names must be distinct and at least one: {list(names)}")
-        for n in names:
+        every = [*names, *extra_clients]
+        if len(set(every)) != len(every) or not names:
+            raise ValueError(f"host and client names must be distinct, and one host at least: {every}")
+        for n in every:
             if not _LABEL.match(n) or n in (CLIENT, SWITCH):
-                raise ValueError(f"bad host name {n!r}: lowercase letters and digits, "
+                raise ValueError(f"bad name {n!r}: lowercase letters and digits, "
                                  f"at most 12, not {CLIENT!r} or {SWITCH!r}")
-        if len(names) >= CLIENT_OCTET:
-            raise ValueError("too many hosts for one /24")
+        if len(every) >= CLIENT_OCTET:
+            raise ValueError("too many hosts and clients for one /24")
         sweep_stale()
         tag = f"{os.getpid()}-{_next_seq()}"
         LOCK_PATH.parent.mkdir(parents=True, exist_ok=True)
@@ -253,7 +262,8 @@ class Network:
             subnet = free[0]
             hosts = {n: Host(n, f"{NETNS_PREFIX}{tag}-{n}", f"{SUBNET_BASE}.{subnet}.{i + 1}")
                      for i, n in enumerate(names)}
-            net = cls(tag, subnet, hosts, client_veth=f"st{tag.replace('-', 'x')}"[:15])
+            net = cls(tag, subnet, hosts, [CLIENT, *extra_clients],
+                      client_veth=f"st{tag.replace('-', 'x')}"[:15])
             try:
                 net._build()
             except BaseException:
@@ -280,7 +290,8 @@ class Network:
         _run(["ip", "link", "add", self.client_veth, "type", "veth", "peer", "name", "pclient",
               "netns", sw])
         _run(["ip", "-n", sw, "link", "set", "pclient", "master", "br0", "up"])
-        _run(["ip", "addr", "add", f"{self.client_ip}/24", "dev", self.client_veth])
+        for ip in self.client_ips.values():       # the first added is the one sockets use
+            _run(["ip", "addr", "add", f"{ip}/24", "dev", self.client_veth])
         _run(["ip", "link", "set", self.client_veth, "up"])
 
     def _enable_bridge_filtering(self) -> None:
@@ -315,11 +326,11 @@ class Network:
     # ---- running processes --------------------------------------------------------------
 
     def ip(self, host: str) -> str:
-        """The address of a host, or of the client (the root namespace's port)."""
-        return self.client_ip if host == CLIENT else self.hosts[host].ip
+        """The address of a host, or of a client (on the root namespace's port)."""
+        return self.client_ips[host] if host in self.client_ips else self.hosts[host].ip
 
     def _ips(self) -> dict[str, str]:
-        return {**{n: h.ip for n, h in self.hosts.items()}, CLIENT: self.client_ip}
+        return {**{n: h.ip for n, h in self.hosts.items()}, **self.client_ips}
 
     def command(self, host: str, argv: Sequence[str]) -> list[str]:
         """`argv` run inside `host`'s namespace (`ip netns exec` execs it: same pid)."""
@@ -338,9 +349,9 @@ class Network:
         _run(["ip", "netns", "exec", self.switch_netns, "iptables-restore", "--noflush"],
              stdin=self.cuts.restore_script(self._ips()))
 
-    def isolate(self, host: str, client: bool = False) -> None:
+    def isolate(self, host: str, clients: Iterable[str] = ()) -> None:
         with self._lock:
-            self.cuts.isolate(host, client)
+            self.cuts.isolate(host, clients)
             self._apply()
 
     def cut(self, a: str, b: str) -> None:

@@ -331,6 +331,11 @@ class Cluster:
         state = self.partition_state(topic, partition)
         return None if state is None or state.get("leader", -1) < 0 else int(state["leader"])
 
+    def replicas(self, topic: str, partition: int) -> list[int]:
+        """The partition's assigned replicas, in order (/brokers/topics/<t>), or []."""
+        data = self._get_json(f"/brokers/topics/{topic}")
+        return list((data or {}).get("partitions", {}).get(str(partition), []))
+
     def isr(self, topic: str, partition: int) -> list[int]:
         state = self.partition_state(topic, partition)
         return list(state.get("isr", [])) if state else []

@@ -17,8 +17,12 @@ from clients.protocol.types import Reader, Writer
 
 
 class WireClient:
-    def __init__(self, host: str, port: int, client_id: str = "strom-tests", timeout: float = 10.0):
-        self.sock = socket.create_connection((host, port), timeout=timeout)
+    def __init__(self, host: str, port: int, client_id: str = "strom-tests", timeout: float = 10.0,
+                 source_ip: str | None = None):
+        # source_ip: which of this machine's addresses to send from (a client on one side of
+        # a network partition, broker/testing/netns.py)
+        self.sock = socket.create_connection((host, port), timeout=timeout,
+                                             source_address=(source_ip, 0) if source_ip else None)
         self.client_id = client_id
         self._ids = itertools.count(1)
 

@@ -8,7 +8,7 @@ HOSTS = ("zk", "b0", "b1", "b2")
 
 
 def cuts() -> Cuts:
-    return Cuts(HOSTS)
+    return Cuts(HOSTS, (CLIENT, "minority"))
 
 
 def test_isolate_cuts_a_host_from_every_other_host_both_ways_but_not_the_client():
@@ -21,8 +21,16 @@ def test_isolate_cuts_a_host_from_every_other_host_both_ways_but_not_the_client(
 
 def test_isolate_with_the_client_cuts_the_client_too():
     c = cuts()
-    c.isolate("b1", client=True)
+    c.isolate("b1", clients=[CLIENT])
     assert not c.reaches(CLIENT, "b1") and not c.reaches("b1", CLIENT)
+    assert c.reaches("minority", "b1")
+
+
+def test_clients_can_be_put_on_either_side_of_a_partition():
+    c = cuts()
+    c.partition(["b0", "minority"], ["zk", "b1", "b2", CLIENT])
+    assert c.reaches("minority", "b0") and not c.reaches("minority", "b1")
+    assert c.reaches(CLIENT, "b1") and not c.reaches(CLIENT, "b0")
 
 
 def test_cut_one_way_drops_one_direction_only():
@@ -61,6 +69,8 @@ def test_unknown_hosts_self_cuts_and_overlapping_groups_are_refused():
     c = cuts()
     with pytest.raises(KeyError):
         c.cut("b0", "b9")
+    with pytest.raises(KeyError):
+        Cuts(HOSTS).cut("b0", "minority")          # a client the network was not made with
     with pytest.raises(ValueError):
         c.cut("b0", "b0")
     with pytest.raises(ValueError):

@@ -50,7 +50,7 @@ def require_netns() -> None:
 @pytest.fixture
 def net():
     require_netns()
-    n = Network.create(["a", "b", "c"])
+    n = Network.create(["a", "b", "c"], extra_clients=["other"])
     servers = [n.popen(h, [sys.executable, "-c", SERVER, n.ip(h), str(PORT)]) for h in ("a", "b", "c")]
     try:
         deadline = time.monotonic() + 10
@@ -68,9 +68,10 @@ def net():
 def answer(n: Network, src: str, dst: str) -> str:
     """What `src` gets when it connects to `dst`'s server: dst's view of src's address, or
     the error's name (TimeoutError for a dropped connection)."""
-    if src == CLIENT:
+    if src in n.client_ips:
         try:
-            with socket.create_connection((n.ip(dst), PORT), timeout=0.5) as s:
+            with socket.create_connection((n.ip(dst), PORT), timeout=0.5,
+                                          source_address=(n.ip(src), 0)) as s:
                 return s.recv(100).decode()
         except OSError as e:
             return type(e).__name__
@@ -88,9 +89,13 @@ def reach_matrix(n: Network) -> set[tuple[str, str]]:
 ALL = {(s, d) for s in ("a", "b", "c", CLIENT) for d in ("a", "b", "c") if s != d}
 
 
-def test_hosts_and_client_reach_each_other_from_their_own_addresses(net):
+def test_hosts_and_clients_reach_each_other_from_their_own_addresses(net):
     assert reach_matrix(net) == ALL
-    assert len({net.ip(h) for h in ("a", "b", "c", CLIENT)}) == 4
+    assert answer(net, "other", "a") == net.ip("other")
+    assert len({net.ip(h) for h in ("a", "b", "c", CLIENT, "other")}) == 5
+    # A socket that binds no address is CLIENT.
+    with socket.create_connection((net.ip("a"), PORT), timeout=0.5) as s:
+        assert s.recv(100).decode() == net.client_ip
 
 
 def test_isolate_then_heal(net):
@@ -101,10 +106,12 @@ def test_isolate_then_heal(net):
     assert reach_matrix(net) == ALL
 
 
-def test_isolate_with_the_client(net):
-    net.isolate("b", client=True)
+def test_isolate_from_a_client(net):
+    net.isolate("b", clients=[CLIENT])
     assert answer(net, CLIENT, "b") == "TimeoutError"
     assert answer(net, CLIENT, "a") == net.client_ip
+    assert answer(net, "other", "b") == net.ip("other")     # the other client still reaches it
+
 
 
 def test_one_way_cut_breaks_tcp_from_both_ends_but_only_drops_one_direction(net):
