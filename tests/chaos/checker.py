@@ -13,10 +13,10 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections import Counter
 from typing import Any, Iterable
 
 from broker.testing.verify.checker import Checker, CheckReport, make_value, parse_value
+from broker.testing.verify.workload import DeliveryTally
 
 __all__ = ["Checker", "CheckReport", "make_value", "parse_value", "ChaosProducer", "read_back"]
 
@@ -24,7 +24,7 @@ __all__ = ["Checker", "CheckReport", "make_value", "parse_value", "ChaosProducer
 # ---- confluent-kafka drivers ----------------------------------------------------------------
 
 
-class ChaosProducer:
+class ChaosProducer(DeliveryTally):
     """Produces b"<name>-<seq>" values (seq 0, 1, 2, ...) to `topic` from a background thread,
     with acks=all, feeding `checker` from the delivery callbacks.
 
@@ -43,9 +43,9 @@ class ChaosProducer:
     def __init__(self, bootstrap: str, topic: str, checker: Checker, name: str = "p0", *,
                  rate: float | None = None, idempotence: bool = False, keys: int | None = 16,
                  max_records: int | None = None, config: dict[str, Any] | None = None):
+        super().__init__(checker)
         self.bootstrap = bootstrap
         self.topic = topic
-        self.checker = checker
         self.name = name
         self.rate = rate
         self.keys = keys
@@ -61,11 +61,6 @@ class ChaosProducer:
             "topic.metadata.refresh.interval.ms": 5000,
         }
         self.config.update(config or {})
-        self.sent = 0
-        self.acked = 0
-        self.failed = 0
-        self.errors: Counter[str] = Counter()
-        self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._producer: Any = None
@@ -87,14 +82,9 @@ class ChaosProducer:
 
     def _on_delivery(self, err: Any, msg: Any) -> None:
         if err is not None:
-            with self._lock:
-                self.failed += 1
-                self.errors[err.name()] += 1
-            self.checker.record_failed(msg.key(), msg.value(), err)
+            self.note_failed(msg.key(), msg.value(), err, err.name())
         else:
-            with self._lock:
-                self.acked += 1
-            self.checker.record_acked(msg.partition(), msg.offset(), msg.key(), msg.value())
+            self.note_acked(msg.partition(), msg.offset(), msg.key(), msg.value())
 
     def _run(self) -> None:
         from confluent_kafka import KafkaException
@@ -119,13 +109,9 @@ class ChaosProducer:
                     p.poll(0.1)          # local queue full: let deliveries drain, retry the same seq
                     continue
                 except KafkaException as e:
-                    with self._lock:
-                        self.failed += 1
-                        self.errors[e.args[0].name() if e.args else repr(e)] += 1
-                    self.checker.record_failed(key, value, e)
+                    self.note_failed(key, value, e, e.args[0].name() if e.args else repr(e))
                 seq += 1
-                with self._lock:
-                    self.sent = seq
+                self.note_sent(seq)
                 p.poll(0)
             while not self._stop.is_set():  # max_records reached: keep serving callbacks
                 p.poll(0.1)

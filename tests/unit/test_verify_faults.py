@@ -111,6 +111,13 @@ def test_no_fault_begins_that_could_not_end_before_the_deadline(kinds):
     assert time.monotonic() - started < 0.9
 
 
+def test_rounds_do_the_list_that_many_times_whatever_the_deadline(kinds):
+    s = schedule(["noted-a", "noted-b"], hold=0.05)
+    s.run(time.monotonic(), threading.Event(), rounds=2)     # the deadline has passed already
+    assert s.done == {"noted-a": 2, "noted-b": 2}
+    assert EVENTS == ["begin noted-a", "end noted-a", "begin noted-b", "end noted-b"] * 2
+
+
 def test_stopping_mid_fault_still_ends_it(kinds):
     stop = threading.Event()
     s = schedule(["noted-a"], interval=0.01, hold=30.0)

@@ -3,14 +3,15 @@
     strom-verify --bootstrap-server 127.0.0.1:9092 [--topic T] [--rate 200] [--duration 30]
                  [--acks all|1] [--idempotence | --no-idempotence]
                  [--faults kill9,pause,leader-ahead --cluster-dir DIR
-                  [--fault-interval S] [--fault-duration S]] [--json]
+                  [--fault-interval S] [--fault-duration S] [--fault-rounds N]] [--json]
 
 Produces numbered values (b"<run>-<seq>") with strom's own producer at --rate records/s for
 --duration seconds, recording every acknowledgement (partition, offset) and every failure;
 meanwhile, with --faults, injects faults into the local strom cluster of --cluster-dir, one
-every --fault-interval seconds, each held --fault-duration seconds and then healed. Then it
-reads every partition back from its start to its end offset and compares (the checker of
-strom's fault tests, broker/testing/verify/checker.py): acknowledged, lost, duplicated,
+every --fault-interval seconds, each held --fault-duration seconds and then healed (with
+--fault-rounds N: the list N times over, however long that takes). Then it reads every
+partition back from its start to its end offset and compares (the checker of strom's fault
+tests, broker/testing/verify/checker.py): acknowledged, lost, duplicated,
 reordered, conflicting (one offset acknowledged or read with two values), failed sends,
 faults done. The topic is created if missing (--partitions, --replication-factor,
 --min-insync-replicas, --topic-config). Progress and the fault log go to stderr, the summary
@@ -115,6 +116,10 @@ def build_parser() -> ToolParser:
                         "(default 5)")
     p.add_argument("--fault-duration", type=_positive(float), default=3.0,
                    help="seconds a fault holds before it is healed (default 3)")
+    p.add_argument("--fault-rounds", type=_positive(int), metavar="N",
+                   help="inject the list of --faults N times over, however long that takes "
+                        "(producing goes on until they are done and --duration has passed); "
+                        "default: faults in turn for as long as --duration lasts")
     p.add_argument("--seed", type=int, help="seed of the faults' choice of victims")
     p.add_argument("--list-faults", action="store_true", help="describe the fault kinds and exit")
     p.add_argument("--ready-timeout", type=_positive(float), default=60.0,
@@ -200,11 +205,12 @@ class Run:
         ticker = threading.Thread(target=self._progress, args=(producer, stop), daemon=True)
         ticker.start()
         finished = False
+        producing = time.monotonic()
         try:
-            deadline = time.monotonic() + a.duration
+            deadline = producing + a.duration
             if schedule is not None:
                 try:
-                    schedule.run(deadline, stop)
+                    schedule.run(deadline, stop, a.fault_rounds)
                 except (ClusterError, *TRANSIENT, TimeoutError, RuntimeError) as e:
                     raise CouldNotRun(f"a fault could not be done or healed: "
                                       f"{describe_error(e)}") from None
@@ -212,6 +218,7 @@ class Run:
             finished = True
         finally:
             stop.set()
+            facts.duration = round(time.monotonic() - producing, 1)
             if schedule is not None:
                 facts.faults = schedule.done
                 facts.fault_log = schedule.lines

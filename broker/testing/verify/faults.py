@@ -1,6 +1,7 @@
 """The faults strom-verify can inject into a local cluster while it produces, and the schedule
 that injects them (Jepsen's nemesis): every `interval` seconds the next kind of the list
-begins, holds for `hold` seconds and ends (heals), in turn, until the run is over.
+begins, holds for `hold` seconds and ends (heals), in turn, until the run is over, or for a
+set number of rounds of the list however long they take.
 
 A fault kind is a `Fault` subclass registered under its name with `@register`:
 
@@ -198,7 +199,8 @@ class LeaderAhead(Fault):
 @dataclass
 class FaultSchedule:
     """Injects `kinds` in turn (round robin, in the order given) into `ctx`'s cluster: wait
-    `interval`, begin, hold `hold`, end; until `stop` is set or `deadline` (monotonic) passes.
+    `interval`, begin, hold `hold`, end; until `stop` is set, and either `rounds` rounds of
+    the list are done or, without `rounds`, no fault could end before `deadline` (monotonic).
     `done` counts the faults that began and ended; `log` gets one line per step."""
 
     kinds: list[str]
@@ -222,13 +224,14 @@ class FaultSchedule:
         self.lines.append(line)
         self.ctx.log(line)
 
-    def run(self, deadline: float, stop: threading.Event) -> None:
+    def run(self, deadline: float, stop: threading.Event, rounds: int | None = None) -> None:
         self._started = time.monotonic()
         turn = 0
-        while self.kinds:
-            if stop.wait(max(0.0, min(self.interval, deadline - time.monotonic()))):
+        while self.kinds and (rounds is None or turn < rounds * len(self.kinds)):
+            wait = self.interval if rounds else min(self.interval, deadline - time.monotonic())
+            if stop.wait(max(0.0, wait)):
                 return
-            if time.monotonic() + self.hold > deadline:
+            if rounds is None and time.monotonic() + self.hold > deadline:
                 return          # no time left to hold another fault before the run ends
             kind = self.kinds[turn % len(self.kinds)]
             turn += 1

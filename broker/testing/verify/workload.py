@@ -27,7 +27,41 @@ PRODUCER_DEFAULTS: dict[str, Any] = {
 }
 
 
-class RateProducer:
+class DeliveryTally:
+    """A producer's running counts (sent, acked, failed, errors by name), each acknowledgement
+    and failure also passed to the checker. Thread-safe: delivery callbacks run on a client's
+    I/O thread. strom-verify's producer and the fault tests' confluent-kafka one build on it."""
+
+    def __init__(self, checker: Checker):
+        self.checker = checker
+        self.sent = 0
+        self.acked = 0
+        self.failed = 0
+        self.errors: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def note_acked(self, partition: int, offset: int, key: bytes | None, value: bytes) -> None:
+        with self._lock:
+            self.acked += 1
+        self.checker.record_acked(partition, offset, key, value)
+
+    def note_failed(self, key: bytes | None, value: bytes, error: object, name: str) -> None:
+        with self._lock:
+            self.failed += 1
+            self.errors[name] += 1
+        self.checker.record_failed(key, value, error)
+
+    def note_sent(self, count: int) -> None:
+        with self._lock:
+            self.sent = count
+
+    def progress(self) -> tuple[int, int, int]:
+        """(sent, acknowledged, failed) so far."""
+        with self._lock:
+            return self.sent, self.acked, self.failed
+
+
+class RateProducer(DeliveryTally):
     """Produces b"<name>-<seq>" values (seq 0, 1, 2, ...) to `topic` at `rate` records/s from
     a background thread, keyed b"<seq % keys>" so that they spread over the partitions, and
     feeds `checker` from the delivery callbacks (which run on the producer's I/O thread).
@@ -40,19 +74,14 @@ class RateProducer:
                  config: Mapping[str, Any] | None = None, keys: int = 64):
         if rate <= 0:
             raise ValueError("rate must be positive")
+        super().__init__(checker)
         self.topic = topic
-        self.checker = checker
         self.name = name
         self.rate = rate
         self.keys = keys
         self.config: dict[str, Any] = dict(PRODUCER_DEFAULTS)
         self.config.update(config or {})
         self.config["bootstrap.servers"] = bootstrap
-        self.sent = 0
-        self.acked = 0
-        self.failed = 0
-        self.errors: Counter[str] = Counter()
-        self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._producer: Producer | None = None
@@ -68,15 +97,10 @@ class RateProducer:
     def _delivered(self, key: bytes, value: bytes, err: Exception | None,
                    md: RecordMetadata | None) -> None:
         if err is None and md is not None and md.offset >= 0:
-            with self._lock:
-                self.acked += 1
-            self.checker.record_acked(md.partition, md.offset, key, value)
+            self.note_acked(md.partition, md.offset, key, value)
         else:
             error = err if err is not None else RuntimeError("acknowledged without an offset")
-            with self._lock:
-                self.failed += 1
-                self.errors[type(error).__name__] += 1
-            self.checker.record_failed(key, value, error)
+            self.note_failed(key, value, error, type(error).__name__)
 
     def _run(self) -> None:
         assert self._producer is not None
@@ -99,15 +123,9 @@ class RateProducer:
                 except TRANSIENT as e:       # no room within max.block.ms: that record failed
                     self._delivered(key, value, e, None)
                 seq += 1
-                with self._lock:
-                    self.sent = seq
+                self.note_sent(seq)
         except BaseException as e:  # noqa: BLE001 - surfaced by stop()
             self.exception = e
-
-    def progress(self) -> tuple[int, int, int]:
-        """(sent, acknowledged, failed) so far."""
-        with self._lock:
-            return self.sent, self.acked, self.failed
 
     def stop(self, flush_timeout: float = 30.0) -> None:
         """Stop sending; deliver what is buffered within `flush_timeout` s, fail the rest."""
