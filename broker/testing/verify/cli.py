@@ -25,10 +25,12 @@ back incomplete, nothing acknowledged).
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import sys
 import threading
 import time
+import traceback
 import uuid
 from pathlib import Path
 from typing import Any, Callable
@@ -274,6 +276,10 @@ def main(argv: list[str] | None = None) -> int:
         return _could_not_run(describe_error(e), args.json)
     except KeyboardInterrupt:
         return 130
+    except Exception as e:  # noqa: BLE001 - a tool ends in one line, never a traceback
+        if os.environ.get("STROM_CLI_DEBUG"):
+            traceback.print_exc()
+        return _could_not_run(f"unexpected {type(e).__name__}: {describe_error(e)}", args.json)
     report = checker.report()
     print(summary.as_json(report, facts) if args.json else summary.table(report, facts))
     return summary.exit_code(report, facts)
