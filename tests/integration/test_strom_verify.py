@@ -112,7 +112,7 @@ def test_unsafe_setup_loses_acknowledged_records_and_exits_1(cluster, long_run):
                              "--acks", "1", "--partitions", "1",
                              "--topic-config", "unclean.leader.election.enable=true",
                              "--faults", "leader-ahead", "--fault-rounds", "3" if long_run else "1",
-                             "--duration", "4",
+                             "--duration", "6",
                              "--rate", "200", "--fault-interval", "1", "--fault-duration", "2")
     assert rc == 1, out
     # ~2 s of acks=1 records at 200/s were on the dead leader alone
