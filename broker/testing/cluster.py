@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Self, TypeVar
 
+from . import topic_requests
 from .launch import BrokerNode
 from .probe import BrokerView, broker_view
 from .zookeeper import ZooKeeperNode
@@ -80,8 +81,9 @@ class _Brokers:
     # ---- topics -----------------------------------------------------------------------------
 
     def admin(self) -> "AdminClient":
-        """strom's admin client (`clients.admin.AdminClient`) on this cluster, made on first
-        use and closed with the cluster."""
+        """strom's admin client (`clients.admin.AdminClient`) on this cluster, for what the
+        helpers here do not do (configs, groups, ACLs...); made on first use, closed with
+        the cluster."""
         if self._admin is None:
             from clients.admin import AdminClient
             self._admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
@@ -90,31 +92,56 @@ class _Brokers:
     def create_topic(self, name: str, partitions: int = 1, replication_factor: int | None = None,
                      configs: Mapping[str, str] | None = None, timeout: float = 30.0) -> None:
         """Create a topic (replication factor None: the brokers' default.replication.factor)
-        and return once every running broker names a leader for each of its partitions."""
-        from clients.types import NewTopic
-        self.admin().create_topics([NewTopic(name, partitions, replication_factor or -1,
-                                             dict(configs or {}))], timeout=timeout)
+        and return once every running broker names a leader for each of its partitions.
+        Raises the error table's exceptions (clients.protocol.errors), e.g.
+        TopicAlreadyExistsError."""
+        self._to_controller(lambda port: topic_requests.create_topic(
+            port, name, partitions, replication_factor or -1, configs or {}, timeout), timeout)
         self.wait_for_topic(name, partitions, timeout)
 
+    def _to_controller(self, send: Callable[[int], None], timeout: float) -> None:
+        """`send(port)` to the controller (creations and deletions go there), asked again of
+        the new one while the controller moves."""
+        from clients.protocol.errors import NotControllerError
+        deadline = time.monotonic() + timeout
+        while True:
+            views = self._views_by_id()
+            controller = next(iter(views.values())).controller_id if views else -1
+            node = self.nodes[controller] if 0 <= controller < len(self.nodes) else None
+            if node is not None and node.port is not None and controller in views:
+                try:
+                    return send(node.port)
+                except (NotControllerError, OSError):
+                    pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no controller took the request within {timeout}s")
+            time.sleep(0.02)
+
     def wait_for_topic(self, name: str, partitions: int = 1, timeout: float = 30.0) -> None:
-        """Wait until every running broker names a leader for partitions 0..partitions-1."""
+        """Wait until every running broker names a leader for partitions 0..partitions-1 (for
+        partitions < 1: for every partition it knows of)."""
         def served() -> bool:
-            for view in self._views([name]):
+            views = self._views([name])
+            for view in views:
                 leaders = view.leaders.get(name, {})
-                if any(leaders.get(p, -1) < 0 for p in range(partitions)):
+                count = partitions if partitions > 0 else len(leaders)
+                if count == 0 or any(leaders.get(p, -1) < 0 for p in range(count)):
                     return False
-            return True
+            return bool(views)
         wait_until(served, timeout, f"leaders of every partition of {name} on every broker")
 
     def delete_topic(self, name: str, timeout: float = 30.0) -> None:
         """Delete a topic; returns once no running broker lists it."""
-        self.admin().delete_topics([name], timeout=timeout)
+        self._to_controller(lambda port: topic_requests.delete_topic(port, name, timeout), timeout)
         wait_until(lambda: all(name not in v.leaders for v in self._views([name])), timeout,
                    f"{name} gone from every broker")
 
     def list_topics(self) -> list[str]:
-        """The topics, internal ones left out, sorted."""
-        return sorted(self.admin().list_topics())
+        """The topics, internal ones left out, sorted (as the first running broker knows them)."""
+        for node in self.nodes:
+            if node.port is not None and not node.paused and node.running():
+                return topic_requests.topic_names(node.port)
+        raise RuntimeError("no broker is running")
 
     def leader(self, topic: str, partition: int = 0) -> int:
         """The broker leading the partition, as the controller sees it; -1 when none does
@@ -180,8 +207,10 @@ class _Brokers:
         """Stop broker i if it runs (SIGTERM, or SIGKILL with `hard`), start it again on its
         port with its data, and return once it serves."""
         node = self.nodes[i]
-        if node.running():
-            node.kill9() if hard else node.stop()
+        if node.running() and hard:
+            node.kill9()
+        elif node.running():
+            node.stop()
         node.start(timeout)
         self._wait_ready([i], timeout)
 
@@ -190,8 +219,7 @@ class _Brokers:
         return self.nodes[i].output()
 
     def _wait_ready(self, started: list[int], timeout: float) -> None:
-        """Cluster: wait until the started brokers know every running broker and a controller,
-        and every running broker knows them."""
+        """After brokers `started` started: a standalone broker serves by then."""
 
     # ---- lifecycle --------------------------------------------------------------------------
 
@@ -288,6 +316,8 @@ class StromCluster(_Brokers):
         return cluster
 
     def _wait_ready(self, started: list[int], timeout: float) -> None:
+        """Until brokers `started` know every running broker and a controller, and every
+        running broker knows them."""
         def ready() -> bool:
             views = self._views_by_id()
             alive = set(views)

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from .logs import read_log
 from .zygote import Zygote
 
 _LISTENING = re.compile(rb"strom broker -?\d+ listening on [A-Z_]+://[^\s:]+:(\d+)")
@@ -194,8 +195,4 @@ class BrokerNode:
 
     def output(self, start: int = 0) -> str:
         """The broker's log (stdout and stderr of every run), from byte `start`."""
-        if not self.log_path.exists():
-            return ""
-        with open(self.log_path, "rb") as f:
-            f.seek(start)
-            return f.read().decode(errors="replace")
+        return read_log(self.log_path, start)

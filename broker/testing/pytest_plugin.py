@@ -28,6 +28,14 @@ def pytest_configure(config: pytest.Config) -> None:
                                        "strom_broker fixture")
 
 
+def pytest_itemcollected(item: pytest.Item) -> None:
+    # A test will want brokers: start the helper they are forked from now, so that its import
+    # of the broker (~0.5 s of CPU) overlaps the rest of the collection and session start.
+    if {"strom_broker", "strom_cluster"} & set(getattr(item, "fixturenames", ())):
+        from broker.testing.zygote import shared_zygote
+        shared_zygote().warm()
+
+
 def _where(what: str, workdir: Path, bootstrap: str) -> None:
     # Captured like any setup output: pytest shows it only when the test fails.
     print(f"{what}: bootstrap servers {bootstrap}; logs in {workdir}/*/ (broker.log, zookeeper.log)")

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import IO
 
+from .logs import read_log
 from .ports import free_port
 
 ZOOKEEPER_JAR = Path(os.environ.get("STROM_ZOOKEEPER_JAR", "/usr/share/java/zookeeper.jar"))
@@ -132,8 +133,4 @@ class ZooKeeperNode:
 
     def output(self, start: int = 0) -> str:
         """The server's log (from byte `start`)."""
-        if not self.log_path.exists():
-            return ""
-        with open(self.log_path, "rb") as f:
-            f.seek(start)
-            return f.read().decode(errors="replace")
+        return read_log(self.log_path, start)

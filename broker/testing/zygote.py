@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -134,6 +135,7 @@ class Zygote:
     def __init__(self) -> None:
         self._proc: subprocess.Popen[str] | None = None
         self._lock = threading.Lock()
+        self._parents: dict[int, subprocess.Popen[str]] = {}   # running broker -> its zygote
 
     def warm(self) -> None:
         """Start the zygote (unless it runs) without waiting for it: its import of the
@@ -143,23 +145,24 @@ class Zygote:
 
     def _ensure_running(self) -> subprocess.Popen[str]:
         if self._proc is None or self._proc.poll() is not None:
+            # A session of its own: a Ctrl-C in the terminal reaches pytest, whose teardown
+            # stops the brokers, not the zygote (which would take them all down at once).
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "broker.testing.zygote"], stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE, text=True, bufsize=1, close_fds=True)
+                stdout=subprocess.PIPE, text=True, bufsize=1, close_fds=True,
+                start_new_session=True)
         return self._proc
 
-    def _request(self, **req: Any) -> dict[str, Any]:
-        with self._lock:
-            proc = self._ensure_running()
-            assert proc.stdin is not None and proc.stdout is not None
-            try:
-                proc.stdin.write(json.dumps(req) + "\n")
-                proc.stdin.flush()
-                line = proc.stdout.readline()
-            except BrokenPipeError:
-                line = ""
-            if not line:
-                raise ZygoteError(f"the broker zygote exited with {proc.wait()}")
+    def _request(self, proc: subprocess.Popen[str], **req: Any) -> dict[str, Any]:
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            proc.stdin.write(json.dumps(req) + "\n")
+            proc.stdin.flush()
+            line = proc.stdout.readline()
+        except BrokenPipeError:
+            line = ""
+        if not line:
+            raise ZygoteError(f"the broker zygote exited with {proc.wait()}")
         reply: dict[str, Any] = json.loads(line)
         if "error" in reply:
             raise ZygoteError(reply["error"])
@@ -167,14 +170,27 @@ class Zygote:
 
     def start(self, argv: list[str], cwd: Path, log: Path, name: str) -> int:
         """Fork a broker running `broker.main.main(argv)` in `cwd`; returns its pid."""
-        pid: int = self._request(op="start", argv=argv, cwd=str(cwd), log=str(log), name=name)["pid"]
+        with self._lock:
+            proc = self._ensure_running()
+            pid: int = self._request(proc, op="start", argv=argv, cwd=str(cwd), log=str(log),
+                                     name=name)["pid"]
+            self._parents[pid] = proc
         return pid
 
     def poll(self, pid: int) -> int | None:
         """None while broker `pid` runs, else its exit status (negative: killed by that
         signal). Collects the status: after a non-None answer the pid may be reused."""
-        status: int | None = self._request(op="poll", pid=pid)["status"]
-        return status
+        with self._lock:
+            proc = self._parents.get(pid)
+            if proc is None:
+                raise ZygoteError(f"pid {pid} is not a broker started here")
+            if proc is not self._proc or proc.poll() is not None:
+                # Its zygote is gone, and the kernel killed the brokers it had started.
+                return -signal.SIGKILL
+            status: int | None = self._request(proc, op="poll", pid=pid)["status"]
+            if status is not None:
+                del self._parents[pid]
+            return status
 
     def close(self) -> None:
         with self._lock:
