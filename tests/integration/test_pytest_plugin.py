@@ -5,10 +5,12 @@ The docs' sample test files, cut out of docs/TESTING.md as printed, run as a use
 `strom_broker`, < 10 s with `strom_cluster(3)`). The controls do to broker i what they say,
 and nothing a test started outlives it, also when the test fails.
 
-Timing on a loaded machine: the bounds are the issue's on a quiet machine (load average below
-the number of cores). When the machine is busier than that, a process gets only a share of a
-core, and the bound allowed is 3x the issue's (LOADED_MARGIN); the test prints the figure, the
-load and the bound it used. The quiet-machine figures are in docs/TESTING.md.
+Timing on a loaded machine: the bounds are the issue's when the load average is below the
+number of cores. On a busier machine a process gets only a share of a core, and the bound
+allowed is 3x the issue's (LOADED_MARGIN); the test prints the figure, the load and the bound
+it used. docs/TESTING.md has the figures with the load they were measured at: at load 5-6 on
+2 cores, 1.5-2.1 s and 4.5-5.8 s, within the issue's bounds; at load 10-13, 5.5-6.2 s and
+8.8-10.5 s, which the margin is for.
 """
 from __future__ import annotations
 
@@ -86,6 +88,18 @@ def bound(quiet_s: float) -> float:
     return allowed
 
 
+def require_zookeeper() -> None:
+    """strom_cluster needs Java and Debian's ZooKeeper jar: skipped without them, but under CI
+    (CI=true) their absence fails the test."""
+    from broker.testing.zookeeper import zookeeper_missing
+    missing = zookeeper_missing()
+    if missing is None:
+        return
+    if os.environ.get("CI", "").lower() in ("true", "1"):
+        pytest.fail(f"ZooKeeper is a prerequisite under CI: {missing}")
+    pytest.skip(f"no ZooKeeper here: {missing}")
+
+
 def test_the_plugin_is_installed_as_a_pytest11_entry_point(pytestconfig):
     from importlib.metadata import entry_points
     assert [ep.value for ep in entry_points(group="pytest11") if ep.name == "strom"] == \
@@ -98,6 +112,8 @@ def test_the_plugin_is_installed_as_a_pytest11_entry_point(pytestconfig):
 def test_docs_sample_runs_within_the_issues_bound(tmp_path, name, quiet_bound_s):
     """The issue: the strom_broker sample in < 3 s of wall time, the strom_cluster(3) one in
     < 10 s, measured around the user's whole `python -m pytest`."""
+    if "strom_cluster" in doc_samples()[name]:
+        require_zookeeper()
     result, wall = run_user_pytest(tmp_path, {name: doc_samples()[name]})
     assert result.returncode == 0, result.stdout + result.stderr
     assert "1 passed" in result.stdout
@@ -126,6 +142,7 @@ def test_then_nothing_runs():
 
 
 def test_teardown_after_a_failed_test_leaves_no_process(tmp_path):
+    require_zookeeper()
     files = {"test_fails.py": FAILING, "test_with_strom_clients.py": doc_samples()["test_with_strom_clients.py"]}
     result, wall = run_user_pytest(tmp_path, files)
     assert "1 failed, 2 passed" in result.stdout, result.stdout + result.stderr
@@ -168,6 +185,7 @@ def read_all(bootstrap: str, topic: str, partitions: int, count: int) -> list[in
 
 
 def test_cluster_controls_kill9_restart_pause_resume_of_broker_i(strom_cluster):
+    require_zookeeper()
     started = time.monotonic()
     # A short session, so that a paused leader is replaced within the test.
     cluster = strom_cluster(3, configs={"zookeeper.session.timeout.ms": "2000"})
