@@ -151,10 +151,12 @@ class Zygote:
         if self._proc is None or self._proc.poll() is not None:
             # A session of its own: a Ctrl-C in the terminal reaches pytest, whose teardown
             # stops the brokers, not the zygote (which would take them all down at once).
+            # Run from the directory this `broker` package is in: `-m` puts the working
+            # directory first on sys.path, and a user's project may have a `broker` of its own.
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "broker.testing.zygote"], stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE, text=True, bufsize=1, close_fds=True,
-                start_new_session=True)
+                start_new_session=True, cwd=Path(__file__).resolve().parents[2])
         return self._proc
 
     def _request(self, proc: subprocess.Popen[str], **req: Any) -> dict[str, Any]:
