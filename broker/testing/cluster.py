@@ -218,6 +218,12 @@ class _Brokers:
         """Broker i's output (every run)."""
         return self.nodes[i].output()
 
+    def wait_for_brokers(self, timeout: float = 30.0) -> None:
+        """Wait until every running, unpaused broker answers, knows all of them and a
+        controller (after a resume(i), or a session expiry): the state a fixture starts in."""
+        self._wait_ready([i for i, n in enumerate(self.nodes) if n.running() and not n.paused],
+                         timeout)
+
     def _wait_ready(self, started: list[int], timeout: float) -> None:
         """After brokers `started` started: a standalone broker serves by then."""
 
