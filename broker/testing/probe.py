@@ -20,17 +20,19 @@ class BrokerView(NamedTuple):
     leaders: dict[str, dict[int, int]]         # topic -> partition -> leader id
 
 
-def request(port: int, api: str, version: int, body: dict[str, Any], timeout: float = 2.0) -> Any:
-    """One request to the broker on 127.0.0.1:port; its decoded response."""
+def request(port: int, api: str, version: int, body: dict[str, Any], timeout: float = 2.0,
+            host: str = "127.0.0.1") -> Any:
+    """One request to the broker on host:port, on a connection of its own; the decoded
+    response (OSError when the broker does not answer within `timeout`)."""
     from clients.protocol.client_codec import ClientProtocol
     codec = ClientProtocol("strom-testing")
     _, frame = codec.encode_request(api, body, version)
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+    with socket.create_connection((host, port), timeout=timeout) as s:
         s.sendall(frame)
         while True:
             data = s.recv(65536)
             if not data:
-                raise ConnectionError(f"broker on port {port} closed the connection")
+                raise ConnectionError(f"broker on {host}:{port} closed the connection")
             for _, response in codec.feed(data):
                 return response
 
