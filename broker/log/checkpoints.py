@@ -54,14 +54,22 @@ def atomic_write(path: str, data: bytes, fsync: bool = True) -> None:
     """Replace `path` with `data` so that a crash leaves the old or the new content."""
     tmp = path + ".tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    written = False
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
         if fsync:
             os.fsync(fd)
+        written = True
     finally:
         os.close(fd)
+        if not written:
+            # `path` is untouched; the half-written copy goes, not to hold on to a full disk.
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
     os.replace(tmp, path)
     if fsync:
         fsync_dir(os.path.dirname(os.path.abspath(path)))

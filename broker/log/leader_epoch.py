@@ -14,6 +14,11 @@ fsyncs off its request path, KAFKA-15046). The log manager's callback runs on it
 checkpoint thread, in order, so the fsync lands before any recovery-point checkpoint taken
 later: data below a durable recovery point always has its epochs durable too. A checkpoint a
 crash left unreadable sets `lost`, and the log rebuilds the cache from its batches.
+
+A full disk does not fail a change: the cache is what the broker answers from, and an entry
+is only needed on disk once the recovery point passes its start (recovery rebuilds the
+epochs of the batches it replays). The write is left `pending` and the log's flush, before
+it moves the recovery point, calls `write_pending` (which raises while the disk is full).
 """
 from __future__ import annotations
 
@@ -22,7 +27,7 @@ from bisect import bisect_left, bisect_right
 from typing import Callable
 
 from . import checkpoints
-from .errors import CheckpointError
+from .errors import CheckpointError, is_disk_full
 
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
@@ -38,6 +43,8 @@ class LeaderEpochCache:
         self._starts: list[int] = []
         # The checkpoint existed but could not be read: the owner must rebuild from the log.
         self.lost = False
+        # The last change is not in the checkpoint: the disk was full.
+        self.pending = False
         if path is not None:
             try:
                 entries = checkpoints.read_epochs(path)
@@ -136,6 +143,24 @@ class LeaderEpochCache:
     def _persist(self) -> None:
         if self.path is None:
             return
+        try:
+            self._write()
+        except OSError as e:
+            if not is_disk_full(e):
+                raise
+            if not self.pending:
+                log.warning("%s not written, the disk is full (kept in memory until a flush): %s",
+                            self.path, e)
+            self.pending = True
+
+    def write_pending(self) -> None:
+        """Write the checkpoint a full disk held back, if any (OSError if it still cannot)."""
+        if self.pending and self.path is not None:
+            self._write()
+
+    def _write(self) -> None:
+        assert self.path is not None
         checkpoints.write_epochs(self.path, self.entries, fsync=self.fsync_later is None)
+        self.pending = False
         if self.fsync_later is not None:
             self.fsync_later(self.path)

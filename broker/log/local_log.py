@@ -38,7 +38,7 @@ from clients.protocol.batch_header import TIMESTAMP_TYPE_LOG_APPEND, BatchHeader
 
 from . import checkpoints, record_lookup
 from .config import LogConfig
-from .errors import KafkaStorageError
+from .errors import KafkaStorageError, LogDirFullError, is_disk_full
 from .leader_epoch import LeaderEpochCache
 from .log_loader import load_segments
 from .segment import SWAP_SUFFIX, BatchInfo, FileRegion, LogSegment, SegmentDeleter
@@ -128,6 +128,8 @@ class LocalLog:
         try:
             self.segments[-1].append(data, infos)
         except OSError as e:
+            if is_disk_full(e):         # the segment cut the write back: nothing changed
+                raise LogDirFullError(f"{self.name}: append failed, the disk is full: {e}") from e
             raise KafkaStorageError(f"{self.name}: append failed: {e}") from e
         self.log_end_offset = last_offset + 1
 
@@ -137,20 +139,33 @@ class LocalLog:
         new_base = self.log_end_offset if base_offset is None else max(base_offset,
                                                                        self.log_end_offset)
         active = self.segments[-1]
-        if active.size == 0:
-            if active.base_offset == new_base:
-                return active
-            self.segments.pop()
-            self._bases.pop()
-            active.delete_files()
-        else:
-            active.on_become_inactive()
+        if active.size == 0 and active.base_offset == new_base:
+            return active
+        # The new segment first: if its files cannot be made, the log stays as it was.
         cfg = self.config
         try:
             seg = LogSegment.open(self.dir, new_base, cfg.index_interval_bytes,
                                   cfg.segment_index_bytes, create=True, created_ms=now_ms)
         except OSError as e:
+            LogSegment.remove_files(self.dir, new_base)
+            if is_disk_full(e):
+                raise LogDirFullError(f"{self.name}: cannot create segment {new_base}, the disk "
+                                      f"is full: {e}") from e
             raise KafkaStorageError(f"{self.name}: cannot create segment {new_base}: {e}") from e
+        if active.size == 0:
+            self.segments.pop()
+            self._bases.pop()
+            active.delete_files()
+        else:
+            try:
+                active.on_become_inactive()
+            except OSError as e:
+                # Its index files lag: the flush that passes this segment writes them (or
+                # fails without moving the recovery point); recovery rebuilds them anyway.
+                if not is_disk_full(e):
+                    seg.delete_files()
+                    raise KafkaStorageError(f"{self.name}: cannot finish segment "
+                                            f"{active.base_offset}: {e}") from e
         self.segments.append(seg)
         self._bases.append(new_base)
         self._dir_dirty = True
@@ -262,7 +277,7 @@ class LocalLog:
                 if seg.base_offset >= end:
                     break
                 try:
-                    seg.flush()
+                    seg.flush()             # LogDirFullError: the recovery point stays
                 except OSError as e:
                     raise KafkaStorageError(f"{self.name}: flush failed: {e}") from e
             self.recovery_point = end

@@ -23,13 +23,16 @@ Several log dirs (JBOD, KIP-112/KIP-113): a new partition goes to the online dir
 the fewest partitions (or the dir AlterReplicaLogDirs preferred for it), an existing one is
 found wherever it is at start. Each dir has its own checkpoints, clean-shutdown marker and
 meta.properties. An I/O error in a dir (a read, write, flush, roll or checkpoint failing:
-Kafka's IOException, disk full included) takes the whole dir offline: its logs leave the
-manager and `on_dir_failure` tells the replica manager which partitions went with it; the
-other dirs go on. A dir unusable at start is offline from the start; all of them: the
-broker cannot start. A replica moving to another dir has a "future" log
-`<topic>-<partition>.<uuid>-future` there (created by `create_future_log`, filled by
-dir_mover.LogDirMover, swapped in by `replace_current_with_future`); one found at start
-resumes its move, or becomes the current log if the swap was cut short by a crash.
+Kafka's IOException) takes the whole dir offline: its logs leave the manager and
+`on_dir_failure` tells the replica manager which partitions went with it; the other dirs go
+on. A full disk does not, where the write can be undone or waited for (an append, a flush's
+index writes, the periodic checkpoints: see partition_log and errors.LogDirFullError): the
+dir stays online, refuses appends, serves reads and takes writes again once there is space.
+A dir unusable at start is offline from the start; all of them: the broker cannot start.
+A replica moving to another dir has a "future" log `<topic>-<partition>.<uuid>-future` there
+(created by `create_future_log`, filled by dir_mover.LogDirMover, swapped in by
+`replace_current_with_future`); one found at start resumes its move, or becomes the current
+log if the swap was cut short by a crash.
 """
 from __future__ import annotations
 
@@ -46,7 +49,8 @@ from typing import Callable, Mapping
 from . import checkpoints
 from .cleaner import DEFAULT_DEDUPE_BUFFER_SIZE, LogCleaner
 from .config import LogConfig
-from .errors import CheckpointError, KafkaStorageError, LogDirNotFoundError
+from .errors import (CheckpointError, KafkaStorageError, LogDirFullError, LogDirNotFoundError,
+                     is_disk_full)
 from .partition_log import PartitionLog
 from .producer_state import snapshot_file_name
 from .segment import SegmentDeleter
@@ -124,6 +128,7 @@ class LogManager:
         self._dir_of: dict[TopicPartition, str] = {}
         self._dirs_to_delete: list[tuple[int, str, PartitionLog | None]] = []
         self._offline: dict[str, str] = {}              # failed dir -> why
+        self._dirs_full: set[str] = set()              # dirs whose last periodic checkpoint met ENOSPC
         self._futures: dict[TopicPartition, PartitionLog] = {}
         self._future_dir_of: dict[TopicPartition, str] = {}
         self._preferred_dir: dict[TopicPartition, str] = {}
@@ -578,11 +583,27 @@ class LogManager:
             return
         snapshot = self._snapshot_all()
         failed = await asyncio.wrap_future(self._checkpoints_thread().submit(_write_checkpoints, snapshot))
-        self._dirs_failed(failed)
+        self._dirs_failed(failed, full_is_fine=True)
 
-    def _dirs_failed(self, failed: list[tuple[str, OSError]]) -> None:
+    def _dirs_failed(self, failed: list[tuple[str, OSError]], full_is_fine: bool = False) -> None:
+        """Take the dirs of checkpoints that could not be written offline. `full_is_fine`:
+        the periodic checkpoint of offsets that only move up (truncation writes its own at
+        once): a full disk keeps the older file, still true, and the next period tries again."""
+        full = set()
         for path, error in failed:
-            self.mark_dir_offline(os.path.dirname(path), error)
+            log_dir = os.path.dirname(path)
+            if full_is_fine and is_disk_full(error):
+                full.add(log_dir)
+            else:
+                self.mark_dir_offline(log_dir, error)
+        if not full_is_fine:
+            return
+        for log_dir in sorted(full - self._dirs_full):
+            log.warning("log dir %s is full: its checkpoints keep older offsets until there is "
+                        "space again", log_dir)
+        for log_dir in sorted(self._dirs_full - full):
+            log.info("log dir %s: checkpoints written again", log_dir)
+        self._dirs_full = full
 
     def _after_close(self, what: str) -> bool:
         # After close() the files and the clean-shutdown marker are final.
@@ -710,9 +731,15 @@ class LogManager:
         """Clean shutdown: flush and close every log, write the checkpoints and the
         clean-shutdown marker (so the next start skips recovery) in every online dir."""
         self._closing = True
+        dirs = {id(plog): self._dir_of[tp] for tp, plog in self._logs.items()}
+        dirs.update({id(plog): self._future_dir_of[tp] for tp, plog in self._futures.items()})
         for plog in [*self._logs.values(), *self._futures.values()]:
             try:
                 plog.close()
+            except LogDirFullError as e:
+                # Not flushed: the next start must recover this dir, not trust it.
+                log.error("cannot close %s cleanly, the disk is full: %s", plog.name, e)
+                self._failed_while_closing.add(dirs[id(plog)])
             except KafkaStorageError:
                 pass            # its dir went offline: no marker is written there
         try:

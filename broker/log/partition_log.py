@@ -27,6 +27,14 @@ An I/O error of the log's files (any OSError of a guarded call: appends, rolls, 
 flushes, truncation, retention) goes to `on_io_error` (the log manager takes the log dir
 offline, Kafka's LogDirFailureChannel) and reaches the caller as KafkaStorageError.
 
+Except a full disk where a write can be undone (errors.LogDirFullError): an append whose
+write hit ENOSPC is cut back to the last whole batch before anything else changed (offsets,
+producer state, epochs), and the caller gets KAFKA_STORAGE_ERROR with the dir still online;
+the same append succeeds once there is space. Files that recovery rebuilds above the
+recovery point (offset, time and transaction indexes, the leader epoch checkpoint, producer
+snapshots) may lag while the disk is full: a flush writes them before it moves the recovery
+point, or fails without moving it.
+
 Hot path: an append or a read costs one call into the LocalLog (and its I/O guard), no
 per-record work.
 
@@ -44,6 +52,7 @@ import functools
 import logging
 import os
 import struct
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, TypeVar, cast
 
@@ -54,7 +63,8 @@ from clients.protocol.batch_header import (ATTRIBUTES_OFFSET, TIMESTAMP_TYPE_LOG
 
 from . import checkpoints
 from .config import LogConfig
-from .errors import KafkaStorageError, OffsetOutOfRangeError, RecordListTooLargeError
+from .errors import (KafkaStorageError, LogDirFullError, OffsetOutOfRangeError,
+                     RecordListTooLargeError, is_disk_full)
 from .leader_epoch import LeaderEpochCache
 from .local_log import FetchDataInfo, LocalLog, LogOffsetMetadata
 from .log_loader import aborted_entry, batch_epochs, rebuild_producer_state
@@ -90,6 +100,9 @@ def _storage_guarded(method: _Method) -> _Method:
     def guarded(self: "PartitionLog", *args: Any, **kwargs: Any) -> Any:
         try:
             return method(self, *args, **kwargs)
+        except LogDirFullError as e:
+            self._disk_full(e)          # undone: the dir stays online
+            raise
         except KafkaStorageError as e:
             self._io_failed(e)
             raise
@@ -146,6 +159,8 @@ class PartitionLog:
         # Called with the new log end after a truncation (a future copy of this log in
         # another dir must drop the same tail: see dir_mover).
         self.on_truncated: Callable[[PartitionLog, int], None] | None = None
+        # Since when (monotonic s) writes have met a full disk; None while they succeed.
+        self.disk_full_since: float | None = None
         os.makedirs(dir, exist_ok=True)
         self.leader_epochs = LeaderEpochCache(os.path.join(dir, checkpoints.LEADER_EPOCH_FILE),
                                               fsync_later)
@@ -367,6 +382,18 @@ class PartitionLog:
         if self.on_io_error is not None:
             self.on_io_error(self, error)
 
+    def _disk_full(self, error: BaseException) -> None:
+        if self.disk_full_since is None:
+            self.disk_full_since = time.monotonic()
+            log.warning("%s: writes refused until the disk has space again (KAFKA_STORAGE_ERROR): %s",
+                        self.name, error)
+
+    def _space_again(self) -> None:
+        assert self.disk_full_since is not None
+        log.info("%s: appending again after %.1f s of a full disk", self.name,
+                 time.monotonic() - self.disk_full_since)
+        self.disk_full_since = None
+
     def _index_aborted(self, completed: list[CompletedTxn]) -> None:
         """Index the aborted ones in the active segment, which holds their markers now."""
         seg = self.local_log.segments[-1]
@@ -398,11 +425,17 @@ class PartitionLog:
                                           cfg.max_segment_ms):
             self.roll(now, first_offset)
         local.append(data, infos, last_offset)
+        if self.disk_full_since is not None:
+            self._space_again()
 
     def _maybe_flush(self) -> None:
         local = self.local_log          # unflushed_messages inlined: one call fewer per append
         if local.log_end_offset - local.recovery_point >= self.config.flush_messages:
-            local.flush()
+            try:
+                self._flush(None)
+            except LogDirFullError as e:
+                # The append itself is done; the flush is tried again (flush_due).
+                self._disk_full(e)
 
     @_storage_guarded
     def roll(self, now_ms: int | None = None, base_offset: int | None = None) -> LogSegment:
@@ -416,7 +449,14 @@ class PartitionLog:
         # As Kafka: a producer state snapshot at every segment boundary bounds the replay
         # needed after a restart to the active segment.
         self.producers.map_end_offset = seg.base_offset
-        self.producers.take_snapshot()
+        try:
+            self.producers.take_snapshot()
+        except OSError as e:
+            if not is_disk_full(e):
+                raise
+            # An optimisation: without it a restart replays from an older snapshot.
+            log.warning("%s: no producer snapshot at %d, the disk is full: %s", self.name,
+                        seg.base_offset, e)
         return seg
 
     # =================================================================== reads
@@ -491,6 +531,17 @@ class PartitionLog:
     def flush(self, up_to: int | None = None) -> None:
         """fsync the segments holding offsets [recovery point, up_to) (default: the log end)
         and move the recovery point there."""
+        self._flush(up_to)
+
+    def _flush(self, up_to: int | None) -> None:
+        # What a full disk left unwritten goes first: past the recovery point, recovery no
+        # longer rebuilds it.
+        try:
+            self.leader_epochs.write_pending()
+        except OSError as e:
+            if is_disk_full(e):
+                raise LogDirFullError(f"{self.name}: leader epoch checkpoint not written: {e}") from e
+            raise
         self.local_log.flush(up_to)
 
     @_storage_guarded

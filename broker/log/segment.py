@@ -24,6 +24,7 @@ the page cache; `flush` fsyncs.
 """
 from __future__ import annotations
 
+import errno
 import io
 import logging
 import os
@@ -38,7 +39,7 @@ from clients.protocol.records import read_control_marker
 from clients.protocol.types import DeferredBytes
 import crc32c
 
-from .errors import CorruptMessageError
+from .errors import CorruptMessageError, LogDirFullError, is_disk_full
 from .index import OffsetIndex, TimeIndex
 from .txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
@@ -137,6 +138,17 @@ class LogSegment:
             seg.time_index.write()
             seg.txn_index.reset()
         return seg
+
+    @classmethod
+    def remove_files(cls, dir: str, base_offset: int) -> None:
+        """Remove whatever files of the segment exist (a creation that failed halfway).
+        Best effort: unlinking needs no space, and the files are empty."""
+        for path in (*cls._paths(dir, base_offset),
+                     os.path.join(dir, segment_name(base_offset) + TXN_INDEX_SUFFIX)):
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
 
     def load_indexes(self) -> bool:
         """Load both index files; False if either is missing or fails the sanity check
@@ -243,17 +255,21 @@ class LogSegment:
         return incoming_last_offset - self.base_offset > INT32_MAX
 
     def append(self, data: bytes | bytearray | memoryview, batches: Sequence[BatchInfo]) -> None:
-        """Append whole batches with os.write (all or nothing) and index them."""
+        """Append whole batches with os.write (all or nothing) and index them. A failed write
+        (ENOSPC after part of the data, typically) is cut back to the last whole batch and
+        re-raised; if even that fails, an EIO OSError says the file now ends in a torn batch
+        (the next O_APPEND write would land after it: the dir must go offline)."""
         start = self.size
         view = memoryview(data)
         try:
             while view:
                 view = view[os.write(self.fd, view):]
-        except OSError:
+        except OSError as e:
             try:
                 os.ftruncate(self.fd, start)
-            except OSError:
-                pass
+            except OSError as undo:
+                raise OSError(errno.EIO, f"{self.log_path}: a failed append ({e}) could not be cut "
+                                         f"back to {start} bytes: {undo}") from e
             raise
         if start == 0 and batches:
             self._rolling_ts = batches[0][2]
@@ -409,12 +425,20 @@ class LogSegment:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
 
     def flush(self) -> None:
-        """fsync the data and write + fsync the indexes (blocking)."""
+        """fsync the data and write + fsync the indexes (blocking). The indexes failing for
+        lack of space raise LogDirFullError: they are rebuilt from the data by recovery, and
+        the caller does not move the recovery point. An fsync of the data that fails (even
+        ENOSPC: the kernel may have dropped the pages) is an OSError like any other."""
         os.fsync(self.fd)
-        self._final_time_entry()
-        self.index.write(fsync=True)
-        self.time_index.write(fsync=True)
-        self.txn_index.flush()
+        try:
+            self._final_time_entry()
+            self.index.write(fsync=True)
+            self.time_index.write(fsync=True)
+            self.txn_index.flush()
+        except OSError as e:
+            if is_disk_full(e):
+                raise LogDirFullError(f"{self.log_path}: indexes not written: {e}") from e
+            raise
 
     def on_become_inactive(self) -> None:
         """Called when a newer segment becomes active: bring the index files up to date."""

@@ -18,7 +18,9 @@ Most segments never hold an aborted transaction, so the file is created by the f
 construction; each append writes its 34 bytes at once on an O_APPEND descriptor, without
 fsync (`flush` does that: like the other indexes, the file is only trusted below the
 recovery point, and recovery rebuilds it above). A torn entry at the end (a crash in the
-middle of a write) is truncated away on load.
+middle of a write) is truncated away on load. For the same reason a full disk does not fail
+an append: the entry is kept in memory and the file is marked behind; `flush` (which comes
+before the recovery point moves past it) writes the file whole again, or raises.
 
 Not thread-safe: used from the event-loop thread. The constructor, `append`, `truncate_to`,
 `reset`, `rename`, `delete` and `flush` do blocking file I/O; `collect` and `entries` are
@@ -33,6 +35,7 @@ from bisect import bisect_left
 from dataclasses import dataclass
 
 from .checkpoints import fsync_file
+from .errors import is_disk_full
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +70,9 @@ class TransactionIndex:
         self.start_offset = start_offset
         self._entries: list[AbortedTxn] = []
         self._fd: int | None = None
+        # A write failed for lack of space: the file lags the entries (and may end in a torn
+        # one); nothing is appended to it until `flush` rewrites it whole.
+        self._file_behind = False
         self._load()
 
     def _load(self) -> None:
@@ -116,12 +122,21 @@ class TransactionIndex:
             raise ValueError(
                 f"{self.path}: aborted transaction with last offset {txn.last_offset} "
                 f"appended after one with last offset {self._entries[-1].last_offset}")
-        data = memoryview(_pack(txn))
-        fd = self._open(create=True)
-        assert fd is not None
-        while data:
-            data = data[os.write(fd, data):]
         self._entries.append(txn)
+        if self._file_behind:
+            return
+        data = memoryview(_pack(txn))
+        try:
+            fd = self._open(create=True)
+            assert fd is not None
+            while data:
+                data = data[os.write(fd, data):]
+        except OSError as e:
+            if not is_disk_full(e):
+                self._entries.pop()
+                raise
+            log.warning("%s: disk full, the entry stays in memory until a flush: %s", self.path, e)
+            self._file_behind = True
 
     def collect(self, fetch_offset: int, upper_bound_offset: int) -> tuple[list[AbortedTxn], bool]:
         """The aborted transactions overlapping [fetch_offset, upper_bound_offset), in order,
@@ -141,6 +156,8 @@ class TransactionIndex:
         if i == len(self._entries):
             return
         del self._entries[i:]
+        if self._file_behind:
+            return                      # rewritten whole by the next flush
         fd = self._open(create=False)
         if fd is not None:
             os.ftruncate(fd, i * ENTRY_SIZE)
@@ -149,17 +166,32 @@ class TransactionIndex:
         """Drop every entry and the file (recovery rebuilds the index from the log)."""
         self.close()
         self._entries = []
+        self._file_behind = False
         try:
             os.unlink(self.path)
         except FileNotFoundError:
             pass
 
     def flush(self) -> None:
-        """fsync the file, if there is one."""
+        """fsync the file, if there is one, after writing it whole if a full disk left it
+        behind (an OSError, ENOSPC again, if it still cannot be)."""
+        if self._file_behind:
+            self._rewrite()
         if self._fd is not None:
             os.fsync(self._fd)
         else:
             fsync_file(self.path)
+
+    def _rewrite(self) -> None:
+        # Emptied first (the descriptor appends: pwrite would append too); a failure midway
+        # leaves the file behind still, as untrusted as before.
+        data = memoryview(b"".join(_pack(txn) for txn in self._entries))
+        fd = self._open(create=True)
+        assert fd is not None
+        os.ftruncate(fd, 0)
+        while data:
+            data = data[os.write(fd, data):]
+        self._file_behind = False
 
     def close(self) -> None:
         """Close the descriptor (idempotent); a later write reopens the file."""
