@@ -70,8 +70,12 @@ class SessionRecord:
         session_id, password = client_id
         tmp = self.path.with_name(self.path.name + ".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            json.dump({"session_id": f"0x{session_id:x}", "password": password.hex()}, f)
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump({"session_id": f"0x{session_id:x}", "password": password.hex()}, f)
+        except OSError:
+            tmp.unlink(missing_ok=True)
+            raise
         os.replace(tmp, self.path)
 
 
@@ -125,7 +129,13 @@ async def register_broker(session: ZkSession, broker_id: int, path: str, data: b
     dropped connection) is success (Kafka's checkedEphemeralCreate). BrokerIdInUseError, one
     line, when another session still holds it after the wait."""
     if record is not None:
-        record.save(session.client.client_id)
+        try:
+            record.save(session.client.client_id)
+        except OSError as e:
+            # A full (or failing) log dir must not keep the broker out of the cluster: the
+            # record only spares a restart the wait for this session to expire.
+            log.warning("cannot record ZooKeeper session 0x%x in %s (a restart will wait for it to "
+                        "expire instead): %s", session.client.client_id[0], record.path, e)
     ended: int | None = None
     waited = False
     while True:

@@ -21,6 +21,7 @@ from clients.aio.security import PLAINTEXT, ClientSecurity
 from clients.protocol.errors import Code, KafkaError, for_code
 from zkcoord.store import BrokerInfo
 
+from ..log.errors import LogDirFullError
 from ..stats import BrokerTopicStats
 from .partition import Partition
 from .throttle import ReplicationThrottle
@@ -33,6 +34,8 @@ log = logging.getLogger(__name__)
 FETCH_VERSION = 11
 EPOCH_VERSION = 3
 RETRY_BACKOFF_S = 0.2
+# A follower whose disk is full tries its append again after this.
+DISK_FULL_BACKOFF_S = 1.0
 # While the follower throttle holds every partition of a leader back: look again after this.
 THROTTLED_PAUSE_S = 0.1
 
@@ -234,6 +237,12 @@ class LeaderFetcher:
                 if r.records is not None and len(r.records):
                     try:
                         info = p.log.append_as_follower(r.records)
+                    except LogDirFullError:
+                        # Nothing was appended and the log agrees with the leader: fetch the
+                        # same offset again later (the log said so once; meanwhile the leader
+                        # drops us from the ISR and we catch up once there is space).
+                        s.delayed_until = asyncio.get_running_loop().time() + DISK_FULL_BACKOFF_S
+                        continue
                     except KafkaError as e:
                         log.warning("%s-%d: cannot append the leader's batches: %s", p.topic, p.index, e)
                         s.needs_truncation = True
