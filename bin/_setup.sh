@@ -9,6 +9,10 @@
 #   strom_setup_node     for the tests: kafkajs into tests/js/node_modules (`npm ci`, pinned by
 #                        tests/js/package-lock.json); as root apt-get install nodejs npm if missing
 #   strom_spark_env      export what Spark's Python workers need (PYSPARK_PYTHON = the venv's)
+#   strom_setup_containers  for the container and network-fault tests (bin/run-tests.sh,
+#                        bin/build-image.sh; never bin/start-cluster.sh): as root apt-get install
+#                        docker.io, debootstrap, iptables and iproute2 if missing, and start
+#                        dockerd if it does not answer; returns 1 if something is still missing
 #   strom_launch KIND NAME DAEMON CMD...   record data/run/KIND-NAME.pid, run CMD in the foreground
 #                        (exec) or, with DAEMON=1, in the background with output in data/logs/
 #                        ($STROM_DATA_DIR instead of data, e.g. a test's own directory)
@@ -126,6 +130,40 @@ strom_spark_env() {
     export PYSPARK_PYTHON="$STROM_ROOT/$STROM_VENV/bin/python"
     export PYSPARK_DRIVER_PYTHON="$PYSPARK_PYTHON"
     export PYTHONPATH="$STROM_ROOT${PYTHONPATH:+:$PYTHONPATH}"
+}
+
+strom_setup_containers() {
+    local pkgs=() i
+    command -v docker >/dev/null 2>&1 || pkgs+=(docker.io)
+    command -v debootstrap >/dev/null 2>&1 || pkgs+=(debootstrap)
+    command -v iptables >/dev/null 2>&1 || pkgs+=(iptables)
+    command -v ip >/dev/null 2>&1 || pkgs+=(iproute2)
+    if [ ${#pkgs[@]} -gt 0 ]; then
+        if [ "$(id -u)" -ne 0 ]; then
+            say "missing for the container and network-fault tests: ${pkgs[*]} (not root, so not" \
+                "installing them: sudo apt-get install -y ${pkgs[*]})"
+            return 1
+        fi
+        say "apt-get install -y ${pkgs[*]}"
+        { DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkgs[@]}" >/dev/null; } ||
+            { say "could not install ${pkgs[*]}"; return 1; }
+    fi
+    docker info >/dev/null 2>&1 && return 0
+    if [ "$(id -u)" -ne 0 ]; then
+        say "dockerd does not answer (not root, so not starting it)"
+        return 1
+    fi
+    # No init system to ask here: dockerd runs in the background, outliving this script.
+    say "starting dockerd (log: ${STROM_DOCKERD_LOG:=/var/log/strom-dockerd.log})"
+    nohup dockerd > "$STROM_DOCKERD_LOG" 2>&1 < /dev/null &
+    for ((i = 0; i < 600; i++)); do
+        docker info >/dev/null 2>&1 && return 0
+        sleep 0.1
+    done
+    tail -n 20 "$STROM_DOCKERD_LOG" >&2
+    say "dockerd did not answer within 60 s"
+    return 1
 }
 
 strom_setup() {

@@ -10,6 +10,16 @@ source bin/_setup.sh
 
 strom_setup
 strom_setup_node
+# The container and network-fault tests: docker, debootstrap, iptables, a running dockerd and
+# the strom image, rebuilt when older than the sources (bin/build-image.sh prints its time).
+# Without them those tests skip; under CI they are required, so the run fails here, at once.
+if ! { strom_setup_containers && bin/build-image.sh; }; then
+    if [[ "${CI:-}" =~ ^([Tt]rue|TRUE|1)$ ]]; then
+        say "the container tests' prerequisites are missing under CI (CI=true): failing"
+        exit 1
+    fi
+    say "no Docker or no strom image: the container tests will be skipped"
+fi
 say "running: $STROM_VENV/bin/python -m pytest $*"
 rc=0
 "$STROM_VENV/bin/python" -m pytest "$@" || rc=$?
