@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from broker.testing.verify.local_cluster import is_broker_process
+from tests.support import broker_process
 from tests.support.cluster import Cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -39,7 +40,17 @@ def cluster(tmp_path_factory):
     again are its own processes now: stopped by their pid files at the end."""
     workdir = tmp_path_factory.mktemp("verify") / "cluster"
     c = Cluster(workdir, brokers=3, zookeeper_session_timeout_ms=ZK_SESSION_MS)
-    c.start()
+    # strom-verify starts a killed broker again with the command line /proc showed, so the
+    # brokers must be `python -m broker` processes, not forks of the harness's zygote.
+    saved = dict(broker_process.__dict__)
+    broker_process.USE_ZYGOTE = False
+    try:
+        c.start()
+    finally:
+        if "USE_ZYGOTE" in saved:
+            broker_process.USE_ZYGOTE = saved["USE_ZYGOTE"]
+        else:
+            del broker_process.USE_ZYGOTE
     run = workdir / "run"
     run.mkdir()
     for i, b in enumerate(c.brokers):

@@ -105,10 +105,12 @@ def test_a_pid_file_naming_another_process_is_never_signalled(tmp_path):
         cluster = open_cluster(tmp_path)
         assert cluster.broker_ids() == [0, 1]
         assert not cluster.running(0) and not cluster.running(1)
-        with pytest.raises(ClusterError, match="broker 0 is not running"):
+        with pytest.raises(ClusterError, match="names process .*, which is not a `python -m broker`"):
             cluster.kill9(0)
-        with pytest.raises(ClusterError, match="broker 0 is not running"):
+        with pytest.raises(ClusterError, match="which is not a `python -m broker` process"):
             cluster.pause(0)
+        with pytest.raises(ClusterError, match="broker 1 is not running"):
+            cluster.kill9(1)
         cluster.resume(0)                          # nothing to resume: nothing sent
         assert state(other.pid) != "T" and other.poll() is None
         with pytest.raises(ClusterError, match="was not stopped by this run"):

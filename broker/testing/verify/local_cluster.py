@@ -138,9 +138,15 @@ class PidFileCluster:
 
     def _running_pid(self, broker_id: int) -> int:
         pid = self.pid(broker_id)
-        if pid is None:
-            raise ClusterError(f"broker {broker_id} is not running (pid file in {self.run_dir})")
-        return pid
+        if pid is not None:
+            return pid
+        path = self._pid_files().get(broker_id)
+        named = path.read_text().strip() if path is not None and path.is_file() else ""
+        if named.isdigit() and process_cmdline(int(named)) is not None:
+            # e.g. a broker forked by a test harness: no command line to start it again with
+            raise ClusterError(f"{path} names process {named}, which is not a `python -m broker` "
+                               f"process")
+        raise ClusterError(f"broker {broker_id} is not running (pid file in {self.run_dir})")
 
     def kill9(self, broker_id: int) -> None:
         pid = self._running_pid(broker_id)
