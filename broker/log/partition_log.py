@@ -84,6 +84,9 @@ EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
 
 _MAX_TIMESTAMP_OFFSET = 35          # maxTimestamp int64 within the batch header
+# Free bytes beyond an append's own that a full disk must show before it is tried again
+# (a page: for the indexes and checkpoints that follow it).
+_FULL_DISK_MARGIN = 4096
 _INT16 = struct.Struct(">h")
 _INT64 = struct.Struct(">q")
 
@@ -281,6 +284,8 @@ class PartitionLog:
         into a buffer of their own) is handed over: its batches are patched in place and it
         must not be used for anything else afterwards. Anything else (bytes, bytearray,
         read-only views) is copied once before patching."""
+        if self.disk_full_since is not None:
+            self._refuse_while_full(len(records))
         view = _byte_view(records)
         now = _clock() if now_ms is None else now_ms
         cfg = self.config
@@ -350,6 +355,8 @@ class PartitionLog:
         """Append batches fetched from the leader with the leader's offsets and epochs.
         Framing and CRC are checked; a trailing partial batch is ignored (fetch responses may
         end with one); a first offset below the log end raises UnexpectedAppendOffsetError."""
+        if self.disk_full_since is not None:
+            self._refuse_while_full(len(records))
         view = _byte_view(records)
         batches = scan_batches(view, allow_partial_tail=True)
         if not batches:
@@ -387,6 +394,17 @@ class PartitionLog:
             self.disk_full_since = time.monotonic()
             log.warning("%s: writes refused until the disk has space again (KAFKA_STORAGE_ERROR): %s",
                         self.name, error)
+
+    def _refuse_while_full(self, size: int) -> None:
+        """While writes meet a full disk, an append is refused before it is even validated
+        unless the file system now has room for it: a producer's next in-flight batch must get
+        the same retriable KAFKA_STORAGE_ERROR as the one that failed, not an out-of-order
+        sequence for the gap that one left (which makes an idempotent producer bump its epoch,
+        again and again while the disk stays full)."""
+        st = os.statvfs(self.dir)
+        free = st.f_bavail * st.f_frsize
+        if free < size + _FULL_DISK_MARGIN:
+            raise LogDirFullError(f"{self.name}: the disk is still full ({free} bytes free)")
 
     def _space_again(self) -> None:
         assert self.disk_full_since is not None

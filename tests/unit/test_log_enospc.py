@@ -258,3 +258,22 @@ def test_periodic_checkpoints_wait_for_space_and_the_dir_stays_online(disk):
     finally:
         m.close()
     assert not (disk.path / "logs" / CLEAN_SHUTDOWN_FILE).exists()
+
+
+def test_the_next_in_flight_batch_gets_the_storage_error_not_a_sequence_gap(disk):
+    # An idempotent producer has R1 and R2 in flight; R1 meets the full disk. R2 must fail
+    # the same retriable way: OUT_OF_ORDER_SEQUENCE_NUMBER (R1's sequences are missing) would
+    # make librdkafka bump its epoch, and again for every retry while the disk stays full.
+    log, failures = open_log(disk.path / "t-0")
+    log.append_as_leader(batch(5, producer_id=9, base_sequence=0), 0)
+    disk.fill(leave=PAGE)
+    r1 = batch(60, b"x" * 1000, producer_id=9, base_sequence=5)
+    r2 = batch(5, producer_id=9, base_sequence=65)
+    with pytest.raises(LogDirFullError):
+        log.append_as_leader(r1, 0)
+    for _ in range(3):                  # retries of R2 while the disk stays full
+        with pytest.raises(LogDirFullError):
+            log.append_as_leader(r2, 0)
+    disk.free()
+    assert (log.append_as_leader(r1, 0).first_offset, log.append_as_leader(r2, 0).first_offset) == (5, 65)
+    assert failures == []
