@@ -100,6 +100,8 @@ def test_a_pid_file_naming_another_process_is_never_signalled(tmp_path):
     run.mkdir()
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
+        # /proc shows its command line a moment after the exec
+        wait_for(lambda: Path(f"/proc/{other.pid}/cmdline").read_bytes())
         (run / "broker-0.pid").write_text(f"{other.pid}\n")
         (run / "broker-1.pid").write_text("not a pid\n")
         cluster = open_cluster(tmp_path)

@@ -24,6 +24,7 @@ import os
 import re
 import signal
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -31,6 +32,7 @@ from typing import Protocol
 BROKER_PATTERN = " -m broker "          # bin/_setup.sh strom_pattern broker
 PID_FILE = re.compile(r"^broker-(?:.*-)?(\d+)\.pid$")
 START_SCRIPT_TIMEOUT = 120.0
+EXEC_VISIBLE_TIMEOUT = 10.0
 
 
 class ClusterError(Exception):
@@ -195,6 +197,14 @@ class PidFileCluster:
                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     start_new_session=True)
         self._children[broker_id] = proc
+        # /proc shows an empty command line for a moment after the exec: until it shows the
+        # broker's, the pid file would name what looks like a stranger.
+        deadline = time.monotonic() + EXEC_VISIBLE_TIMEOUT
+        while not is_broker_process(proc.pid):
+            if proc.poll() is not None or time.monotonic() >= deadline:
+                raise ClusterError(f"broker {broker_id} did not start again "
+                                   f"(exit status {proc.poll()}; output: {record.output})")
+            time.sleep(0.01)
         path = self._pid_files()[broker_id]
         tmp = path.with_suffix(".pid.tmp")
         tmp.write_text(f"{proc.pid}\n")
