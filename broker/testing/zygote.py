@@ -76,6 +76,8 @@ def _run_child(argv: list[str], cwd: str, log: str, name: str, zygote_pid: int) 
         os.close(null)
         os.close(out)
         os.chdir(cwd)
+        # As `python -u` would: a kill -9 must not swallow lines still in a buffer.
+        sys.stdout.reconfigure(line_buffering=True)
         sys.argv = ["strom-broker", *argv]
         from broker.main import main
         code = main(argv)

@@ -9,8 +9,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
+_OWN_REPO = REPO
+# Brokers are forked from one pre-imported process (broker/testing/zygote.py): a start costs
+# tens of milliseconds instead of a Python start and the broker's import (~0.5-1 s of CPU),
+# which hundreds of broker starts in the suite pay otherwise. STROM_TEST_ZYGOTE=0 turns it off.
+USE_ZYGOTE = os.environ.get("STROM_TEST_ZYGOTE", "1") != "0"
 
 # Starts of a process that lost its port to another process before binding it (see
 # BrokerProcess.start), counting the first.
@@ -86,6 +92,44 @@ def terminate(proc: subprocess.Popen, timeout: float) -> None:
             proc.wait(5)
 
 
+class ForkedBroker:
+    """The subprocess.Popen subset the tests use, for a broker forked by the zygote: its exit
+    status comes from the zygote (its parent), signals go straight to its pid."""
+
+    def __init__(self, pid: int):
+        from broker.testing.zygote import shared_zygote
+        self._zygote = shared_zygote()
+        self.pid = pid
+        self.returncode: int | None = None
+        self.args = ["broker", str(pid)]
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.returncode = self._zygote.poll(self.pid)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while (code := self.poll()) is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(self.args, timeout or 0)
+            time.sleep(0.02)
+        return code
+
+    def send_signal(self, sig: int) -> None:
+        if self.returncode is None:     # reaped pids may be reused: never signal those
+            try:
+                os.kill(self.pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
 class BrokerProcess:
     """One standalone broker. `overrides` are extra server.properties lines; "{port}" in one
     is replaced by the broker's port (`listeners=SASL_SSL://127.0.0.1:{port}`)."""
@@ -112,7 +156,8 @@ class BrokerProcess:
         }
         self.props.update(overrides or {})
         self.write_config()
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen | ForkedBroker | None = None
+        self._log: Any = None
         self.log_path = self.workdir / "broker.log"
         # Where clients reach it, and what runs it: a network namespace host
         # (broker/testing/netns.py) sets its address and `ip netns exec <ns>`.
@@ -158,9 +203,15 @@ class BrokerProcess:
             return self
 
     def _spawn(self) -> None:
-        env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
-        if getattr(self, "_log", None) is not None and not self._log.closed:
+        if self._log is not None and not self._log.closed:
             self._log.close()           # restarted after kill9(): the old handle is done
+        if USE_ZYGOTE and not self.command_prefix and REPO == _OWN_REPO:
+            from broker.testing.zygote import shared_zygote
+            pid = shared_zygote().start([str(self.config_path)], cwd=REPO, log=self.log_path,
+                                        name=f"strom-broker-{self.broker_id}")
+            self.proc = ForkedBroker(pid)
+            return
+        env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen([*self.command_prefix, sys.executable, "-m", "broker", str(self.config_path)],
                                      cwd=REPO, env=env, stdout=self._log, stderr=subprocess.STDOUT)
@@ -191,7 +242,8 @@ class BrokerProcess:
         if self.proc is None:
             return None
         terminate(self.proc, timeout)
-        self._log.close()
+        if self._log is not None:
+            self._log.close()
         return self.proc.returncode
 
     def rss_bytes(self) -> int:
