@@ -22,6 +22,7 @@ Linux only (fork, prctl). The zygote is single-threaded, so forking it is safe.
 """
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -77,7 +78,8 @@ def _run_child(argv: list[str], cwd: str, log: str, name: str, zygote_pid: int) 
         os.close(out)
         os.chdir(cwd)
         # As `python -u` would: a kill -9 must not swallow lines still in a buffer.
-        sys.stdout.reconfigure(line_buffering=True)
+        if isinstance(sys.stdout, io.TextIOWrapper):
+            sys.stdout.reconfigure(line_buffering=True)
         sys.argv = ["strom-broker", *argv]
         from broker.main import main
         code = main(argv)

@@ -75,13 +75,13 @@ def wait_for_port(host: str, port: int, timeout: float = 20.0, proc: subprocess.
     raise TimeoutError(f"nothing listening on {host}:{port} after {timeout}s")
 
 
-def kill9(proc: subprocess.Popen | None) -> None:
+def kill9(proc: "subprocess.Popen | ForkedBroker | None") -> None:
     if proc is not None and proc.poll() is None:
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
 
 
-def terminate(proc: subprocess.Popen, timeout: float) -> None:
+def terminate(proc: "subprocess.Popen | ForkedBroker", timeout: float) -> None:
     """SIGTERM, then SIGKILL after `timeout` seconds."""
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
