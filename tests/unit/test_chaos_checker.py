@@ -1,4 +1,4 @@
-"""tests/chaos/checker.py's Checker against synthetic event streams: a clean run is clean, and
+"""The shared delivery checker (broker/testing/verify/checker.py) against synthetic event streams: a clean run is clean, and
 each fault counter (lost, duplicated, out of order, conflicting offsets) detects exactly the
 fault it is named after, while unacknowledged-but-present records stay informational."""
 from __future__ import annotations
