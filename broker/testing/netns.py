@@ -8,8 +8,9 @@ is that client). A client reaches every host unless a fault names it. Faults are
 DROP rules in the switch's FORWARD chain (bridged frames pass it through br_netfilter), all
 rewritten at once with iptables-restore, so:
 
-- a cut drops packets silently, as a real partition does: no RST, no ICMP, no EPERM on the
-  sender (a REJECT would look to the brokers like a dead process, see zkcoord/liveness.py);
+- a cut drops packets silently, as most real partitions do: no RST, no ICMP, no EPERM on the
+  sender; or, asked for (`reject=True`), refuses them as a rejecting firewall does: the
+  sender's connects fail at once with "connection refused", which looks like a dead process;
 - every fault lives in namespaces this module made: nothing touches the root namespace's
   rules, routes or other interfaces except the one veth and its /24 address.
 
@@ -46,7 +47,9 @@ CHAIN = "STROM-CUTS"        # the switch's chain of DROP rules, jumped to from F
 NETNS_PREFIX = "strom-"     # namespace names: strom-<pid>-<seq>-<host>
 SWITCH = "switch"
 SUBNET_BASE = "10.213"      # host networks are 10.213.<k>.0/24, one free <k> per network
-CLIENT_OCTET = 254
+CLIENT_OCTET = 254          # clients count down from .254, hosts up from .1
+SWITCH_OCTET = 200          # the switch's own address: a REJECT's reset is routed from it
+DROP, REJECT = "drop", "reject"
 LOCK_PATH = Path("/run/lock/strom-netns.lock")
 _LABEL = re.compile(r"^[a-z][a-z0-9]{0,11}$")
 
@@ -75,13 +78,19 @@ def _which(tool: str) -> str | None:
 
 @dataclass
 class Cuts:
-    """The directed links that drop packets: (src, dst) means src's packets to dst are lost.
-    Names are the network's hosts and clients. Operations add to what is cut; `heal`
-    clears everything."""
+    """The directed links that are cut: (src, dst) means src's packets to dst are lost
+    (DROP: silently, as in most partitions) or refused (REJECT: a TCP reset back to src, as a
+    firewall that rejects; src's connects fail at once with "connection refused"). Names are
+    the network's hosts and clients. Operations add to what is cut (a later one decides a
+    link's kind); `heal` clears everything."""
 
     hosts: tuple[str, ...]
     clients: tuple[str, ...] = (CLIENT,)
-    dropped: set[tuple[str, str]] = field(default_factory=set)
+    links: dict[tuple[str, str], str] = field(default_factory=dict)    # (src, dst) -> DROP | REJECT
+
+    @property
+    def cut_links(self) -> set[tuple[str, str]]:
+        return set(self.links)
 
     def _known(self, *names: str) -> None:
         for n in names:
@@ -89,17 +98,17 @@ class Cuts:
                 raise KeyError(f"no host or client {n!r} in this network "
                                f"({', '.join(self.hosts + self.clients)})")
 
-    def cut_one_way(self, src: str, dst: str) -> None:
+    def cut_one_way(self, src: str, dst: str, reject: bool = False) -> None:
         self._known(src, dst)
         if src == dst:
             raise ValueError("a host cannot be cut from itself")
-        self.dropped.add((src, dst))
+        self.links[(src, dst)] = REJECT if reject else DROP
 
-    def cut(self, a: str, b: str) -> None:
-        self.cut_one_way(a, b)
-        self.cut_one_way(b, a)
+    def cut(self, a: str, b: str, reject: bool = False) -> None:
+        self.cut_one_way(a, b, reject)
+        self.cut_one_way(b, a, reject)
 
-    def partition(self, group1: Iterable[str], group2: Iterable[str]) -> None:
+    def partition(self, group1: Iterable[str], group2: Iterable[str], reject: bool = False) -> None:
         """Every host of group1 cut from every host of group2, both ways; hosts in neither
         group keep seeing both sides."""
         g1, g2 = list(group1), list(group2)
@@ -107,32 +116,37 @@ class Cuts:
             raise ValueError(f"groups overlap: {sorted(set(g1) & set(g2))}")
         for a in g1:
             for b in g2:
-                self.cut(a, b)
+                self.cut(a, b, reject)
 
-    def isolate(self, host: str, clients: Iterable[str] = ()) -> None:
+    def isolate(self, host: str, clients: Iterable[str] = (), reject: bool = False) -> None:
         """`host` cut from every other host, and from `clients`."""
         self._known(host)
-        self.partition([host], [h for h in self.hosts if h != host] + list(clients))
+        self.partition([host], [h for h in self.hosts if h != host] + list(clients), reject)
 
-    def bridge(self, left: Sequence[str], middle: str, right: Sequence[str]) -> None:
+    def bridge(self, left: Sequence[str], middle: str, right: Sequence[str], reject: bool = False) -> None:
         """Jepsen's bridge: `left` and `right` cut from each other, `middle` sees both."""
         if middle in left or middle in right:
             raise ValueError(f"the bridge host {middle!r} cannot be on a side")
         self._known(middle)
-        self.partition(left, right)
+        self.partition(left, right, reject)
 
     def heal(self) -> None:
-        self.dropped.clear()
+        self.links.clear()
 
     def reaches(self, src: str, dst: str) -> bool:
-        return (src, dst) not in self.dropped
+        return (src, dst) not in self.links
 
     def restore_script(self, ips: dict[str, str]) -> str:
-        """iptables-restore input (for --noflush) that replaces the chain's rules with one
-        DROP per dropped link; declaring the chain flushes it in the same commit."""
+        """iptables-restore input (for --noflush) that replaces the chain's rules with those
+        of the cut links; declaring the chain flushes it in the same commit."""
         lines = ["*filter", f":{CHAIN} - [0:0]"]
-        lines += [f"-A {CHAIN} -s {ips[src]}/32 -d {ips[dst]}/32 -j DROP"
-                  for src, dst in sorted(self.dropped)]
+        for (src, dst), kind in sorted(self.links.items()):
+            match = f"-A {CHAIN} -s {ips[src]}/32 -d {ips[dst]}/32"
+            if kind == DROP:
+                lines.append(f"{match} -j DROP")
+            else:
+                lines.append(f"{match} -p tcp -j REJECT --reject-with tcp-reset")
+                lines.append(f"{match} -j REJECT --reject-with icmp-port-unreachable")
         lines += ["COMMIT", ""]
         return "\n".join(lines)
 
@@ -246,8 +260,8 @@ class Network:
             if not _LABEL.match(n) or n in (CLIENT, SWITCH):
                 raise ValueError(f"bad name {n!r}: lowercase letters and digits, "
                                  f"at most 12, not {CLIENT!r} or {SWITCH!r}")
-        if len(every) >= CLIENT_OCTET:
-            raise ValueError("too many hosts and clients for one /24")
+        if len(names) >= SWITCH_OCTET or len(extra_clients) >= CLIENT_OCTET - SWITCH_OCTET - 1:
+            raise ValueError("too many hosts or clients for one /24")
         sweep_stale()
         tag = f"{os.getpid()}-{_next_seq()}"
         LOCK_PATH.parent.mkdir(parents=True, exist_ok=True)
@@ -275,6 +289,7 @@ class Network:
         sw = self.switch_netns
         _run(["ip", "netns", "add", sw])
         _run(["ip", "-n", sw, "link", "add", "br0", "type", "bridge"])
+        _run(["ip", "-n", sw, "addr", "add", f"{SUBNET_BASE}.{self.subnet}.{SWITCH_OCTET}/24", "dev", "br0"])
         _run(["ip", "-n", sw, "link", "set", "br0", "up"])
         self._enable_bridge_filtering()
         _run(["ip", "netns", "exec", sw, "iptables-restore", "--noflush"],
@@ -349,29 +364,32 @@ class Network:
         _run(["ip", "netns", "exec", self.switch_netns, "iptables-restore", "--noflush"],
              stdin=self.cuts.restore_script(self._ips()))
 
-    def isolate(self, host: str, clients: Iterable[str] = ()) -> None:
+    # Each fault is the Cuts operation of that name, applied at once; `reject` refuses
+    # instead of dropping.
+
+    def isolate(self, host: str, clients: Iterable[str] = (), reject: bool = False) -> None:
         with self._lock:
-            self.cuts.isolate(host, clients)
+            self.cuts.isolate(host, clients, reject)
             self._apply()
 
-    def cut(self, a: str, b: str) -> None:
+    def cut(self, a: str, b: str, reject: bool = False) -> None:
         with self._lock:
-            self.cuts.cut(a, b)
+            self.cuts.cut(a, b, reject)
             self._apply()
 
-    def cut_one_way(self, src: str, dst: str) -> None:
+    def cut_one_way(self, src: str, dst: str, reject: bool = False) -> None:
         with self._lock:
-            self.cuts.cut_one_way(src, dst)
+            self.cuts.cut_one_way(src, dst, reject)
             self._apply()
 
-    def partition(self, group1: Iterable[str], group2: Iterable[str]) -> None:
+    def partition(self, group1: Iterable[str], group2: Iterable[str], reject: bool = False) -> None:
         with self._lock:
-            self.cuts.partition(group1, group2)
+            self.cuts.partition(group1, group2, reject)
             self._apply()
 
-    def bridge(self, left: Sequence[str], middle: str, right: Sequence[str]) -> None:
+    def bridge(self, left: Sequence[str], middle: str, right: Sequence[str], reject: bool = False) -> None:
         with self._lock:
-            self.cuts.bridge(left, middle, right)
+            self.cuts.bridge(left, middle, right, reject)
             self._apply()
 
     def heal(self) -> None:
@@ -380,7 +398,7 @@ class Network:
             self._apply()
 
     def rules(self) -> str:
-        """The switch's current DROP rules as iptables prints them (for reports)."""
+        """The switch's current rules as iptables prints them (for reports)."""
         return _run(["ip", "netns", "exec", self.switch_netns, "iptables", "-S", CHAIN])
 
     def reaches(self, src: str, dst: str) -> bool:

@@ -132,6 +132,17 @@ def cut_controller_from_zookeeper(c: Cluster, topic: str, partition: int = 0) ->
                           f"(leader of {topic}-{partition}: {leader})", leader, [controller])
 
 
+def cut_controller_from_brokers(c: Cluster, topic: str, partition: int = 0) -> PartitionFault:
+    """The controller cut from every other broker only: it keeps its ZooKeeper session (so
+    stays controller) and its clients, but its requests to the brokers are lost."""
+    controller = c.wait_for_controller(timeout=30)
+    others = [host(i) for i in range(c.size) if i != controller]
+    network(c).partition([host(controller)], others)
+    return PartitionFault("controller-brokers", f"controller {controller} cut from the other brokers "
+                          f"(leader of {topic}-{partition}: {c.leader(topic, partition)})",
+                          c.leader(topic, partition))
+
+
 def one_way(c: Cluster, topic: str, partition: int = 0, leader_to_follower: bool = True,
             follower: int | None = None) -> PartitionFault:
     """Packets one way between the leader and a follower (`follower`, else the first that
@@ -147,13 +158,15 @@ def one_way(c: Cluster, topic: str, partition: int = 0, leader_to_follower: bool
                           f"{topic}-{partition}: {leader}), the other way open", leader)
 
 
-def bridge(c: Cluster, topic: str, partition: int = 0, middle: int | None = None) -> PartitionFault:
+def bridge(c: Cluster, topic: str, partition: int = 0, middle: int | None = None,
+           rng: random.Random | None = None) -> PartitionFault:
     """Jepsen's bridge: the leader (and MINORITY) on one side, ZooKeeper and one follower (and
-    CLIENT) on the other, the other follower (`middle`, else the controller if it follows, else the first) seeing both
-    sides."""
+    CLIENT) on the other, the other follower seeing both sides: `middle`, else one drawn by
+    `rng`, else the controller if it follows, else the first."""
     leader, followers, controller = roles(c, topic, partition)
     if middle is None:
-        middle = controller if controller in followers else followers[0]
+        middle = rng.choice(followers) if rng is not None else \
+            controller if controller in followers else followers[0]
     assert middle in followers, f"broker {middle} does not follow {topic}-{partition}"
     far = next(f for f in followers if f != middle)
     network(c).bridge([host(leader), MINORITY], host(middle), [ZK_HOST, host(far), CLIENT])
@@ -161,21 +174,38 @@ def bridge(c: Cluster, topic: str, partition: int = 0, middle: int | None = None
                           f"seeing both ({topic}-{partition})", leader, [leader])
 
 
+def zookeeper_minority(c: Cluster, topic: str, partition: int = 0, with_leader: bool = False) -> PartitionFault:
+    """ZooKeeper and one broker (the leader, or a follower) on one side, the other two brokers
+    (and MINORITY) on the other: neither side has both a majority of the replicas and
+    ZooKeeper, so acks=all must stop until the heal."""
+    leader, followers, _ = roles(c, topic, partition)
+    alone = leader if with_leader else followers[0]
+    others = [i for i in range(c.size) if i != alone]
+    network(c).partition([*map(host, others), MINORITY], [ZK_HOST, host(alone), CLIENT])
+    return PartitionFault("zookeeper-minority", f"ZooKeeper with broker {alone} only (leader of "
+                          f"{topic}-{partition}: {leader})", leader, others)
+
+
 def heal(c: Cluster) -> None:
     network(c).heal()
 
 
-FaultFn = Callable[[Cluster, str, random.Random], PartitionFault]
+# (cluster, topic, partition, rng) -> the fault done
+FaultFn = Callable[[Cluster, str, int, random.Random], PartitionFault]
 
 FAULTS: dict[str, FaultFn] = {
-    "isolate-leader": lambda c, t, rng: isolate_leader(c, t),
-    "isolate-follower": lambda c, t, rng: isolate_follower(c, t, rng=rng),
-    "controller-zookeeper": lambda c, t, rng: cut_controller_from_zookeeper(c, t),
-    "one-way": lambda c, t, rng: one_way(c, t, leader_to_follower=rng.random() < 0.5),
-    "bridge": lambda c, t, rng: bridge(c, t),
+    "isolate-leader": lambda c, t, p, rng: isolate_leader(c, t, p),
+    "isolate-follower": lambda c, t, p, rng: isolate_follower(c, t, p, rng=rng),
+    "controller-zookeeper": lambda c, t, p, rng: cut_controller_from_zookeeper(c, t, p),
+    "controller-brokers": lambda c, t, p, rng: cut_controller_from_brokers(c, t, p),
+    "one-way": lambda c, t, p, rng: one_way(c, t, p, leader_to_follower=rng.random() < 0.5,
+                                            follower=rng.choice(roles(c, t, p)[1])),
+    "bridge": lambda c, t, p, rng: bridge(c, t, p, rng=rng),
+    "zookeeper-minority": lambda c, t, p, rng: zookeeper_minority(c, t, p, with_leader=rng.random() < 0.5),
 }
 
 
-def draw(c: Cluster, topic: str, rng: random.Random) -> PartitionFault:
-    """One partition fault drawn at random (partition 0 of `topic`); `heal(c)` ends it."""
-    return FAULTS[rng.choice(sorted(FAULTS))](c, topic, rng)
+def draw(c: Cluster, topic: str, rng: random.Random, partition: int = 0) -> PartitionFault:
+    """One partition fault drawn at random, placed by the roles of `topic`'s `partition`;
+    `heal(c)` ends it (faults add up until then)."""
+    return FAULTS[rng.choice(sorted(FAULTS))](c, topic, partition, rng)

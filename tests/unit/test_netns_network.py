@@ -123,6 +123,13 @@ def test_one_way_cut_breaks_tcp_from_both_ends_but_only_drops_one_direction(net)
     assert net.rules().count("-j DROP") == 1
 
 
+def test_reject_refuses_at_once_instead_of_dropping(net):
+    net.cut("a", "b", reject=True)
+    assert answer(net, "a", "b") == "ConnectionRefusedError"
+    assert answer(net, "b", "a") == "ConnectionRefusedError"
+    assert answer(net, "a", "c") == net.ip("a")
+
+
 def test_bridge(net):
     net.bridge(["a"], "b", ["c"])
     assert reach_matrix(net) == ALL - {("a", "c"), ("c", "a")}
