@@ -26,7 +26,7 @@ from clients.aio.security import PLAINTEXT, ClientSecurity
 
 from . import zk_paths as zp
 from .controller_channels import BrokerChannels
-from .liveness import ProcessWatch
+from .liveness import ProcessWatch, RevivalWatch
 from .reassignment import Reassignment, invalid_target
 from .store import TopicConfigChanged
 from .zk_errors import ControllerMovedError, StaleZkVersionError
@@ -90,6 +90,13 @@ class _ProcessDied:
 
 
 @dataclass(frozen=True)
+class _ProcessAlive:
+    """A fenced broker's listener accepts connections again (liveness.RevivalWatch)."""
+    broker_id: int
+    registered_at: int
+
+
+@dataclass(frozen=True)
 class _ReplicasOffline:
     """A broker answered LeaderAndIsr with KAFKA_STORAGE_ERROR for these partitions: their
     replicas there sit in a failed log dir (KIP-112)."""
@@ -141,8 +148,8 @@ class _ListReassignments:
 
 
 ControllerEvent = Union[ZkEvent, _Elect, _PreferredElection, _UncleanEnabled, _ControlledShutdown,
-                        _RequestedElection, _ProcessDied, _AlterReassignments, _ListReassignments,
-                        _ReplicasOffline]
+                        _RequestedElection, _ProcessDied, _ProcessAlive, _AlterReassignments,
+                        _ListReassignments, _ReplicasOffline]
 
 
 class ElectionTimes(Protocol):
@@ -186,6 +193,8 @@ class Controller:
         self.fenced: dict[int, int] = {}
         # While active: a ProcessWatch per other live broker; otherwise one on the controller.
         self._watches: dict[tuple[int, int], ProcessWatch] = {}
+        # While active: a RevivalWatch per fenced broker still registered as when fenced.
+        self._revivals: dict[tuple[int, int], RevivalWatch] = {}
         self.channels = BrokerChannels(f"controller-{self.broker_id}", settings.listener_name, settings.security,
                                        zk.broker_registrations, lambda b: b in self.live)
         self.events: asyncio.Queue[ControllerEvent] = asyncio.Queue()
@@ -245,6 +254,9 @@ class Controller:
             return
         if isinstance(event, _ProcessDied):
             await self._on_process_died(event.broker_id, event.registered_at)
+            return
+        if isinstance(event, _ProcessAlive):
+            await self._on_process_alive(event.broker_id, event.registered_at)
             return
         if isinstance(event, SessionReestablished):
             self._stand_down()
@@ -783,14 +795,27 @@ class Controller:
             host, port = self.channels.endpoint(regs[b])
             self._watches[(b, registered_at)] = ProcessWatch(
                 f"broker {b}", host, port, self._report_death(b, registered_at)).start()
+        fenced = {(b, t) for b, t in self.fenced.items() if b in regs and regs[b].timestamp == t} \
+            if self.active else set()
+        for key in set(self._revivals) - fenced:
+            self._revivals.pop(key).stop()
+        for b, registered_at in fenced - set(self._revivals):
+            host, port = self.channels.endpoint(regs[b])
+            revival = RevivalWatch(f"broker {b}", host, port, self._report_alive(b, registered_at))
+            self._revivals[(b, registered_at)] = revival
+            revival.start()
 
     def _report_death(self, broker_id: int, registered_at: int) -> Callable[[], None]:
         return lambda: self.events.put_nowait(_ProcessDied(broker_id, registered_at))
 
+    def _report_alive(self, broker_id: int, registered_at: int) -> Callable[[], None]:
+        return lambda: self.events.put_nowait(_ProcessAlive(broker_id, registered_at))
+
     def _stop_watches(self) -> None:
-        for w in self._watches.values():
+        for w in [*self._watches.values(), *self._revivals.values()]:
             w.stop()
         self._watches.clear()
+        self._revivals.clear()
 
     async def _on_process_died(self, broker_id: int, registered_at: int) -> None:
         """The broker's process is gone though its ZooKeeper session lives on (it expires
@@ -813,6 +838,21 @@ class Controller:
                     "fencing it now instead of waiting for its ZooKeeper session to expire", broker_id)
         self.fenced[broker_id] = registered_at
         await self._on_brokers_changed(set(), {broker_id})
+
+    async def _on_process_alive(self, broker_id: int, registered_at: int) -> None:
+        """A broker fenced on a refused connection answers again under the registration it was
+        fenced with: the refusals came from the network (a firewall rejecting, resets), not
+        from its death. Without this it would stay fenced for as long as that registration
+        lives, never told of a leader again. It joins as a starting broker does."""
+        self._revivals.pop((broker_id, registered_at), None)
+        reg = self.zk.broker_registrations().get(broker_id)
+        if not self.active or self.fenced.get(broker_id) != registered_at \
+                or reg is None or reg.timestamp != registered_at:
+            return
+        log.warning("controller: fenced broker %d accepts connections again under the same "
+                    "registration: it was cut off, not dead; it joins again", broker_id)
+        del self.fenced[broker_id]
+        await self._on_brokers_changed({broker_id}, set())
 
     # ================================================================== state changes
     def _replicas(self, tp: TopicPartition) -> list[int]:

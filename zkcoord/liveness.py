@@ -100,3 +100,29 @@ class ProcessWatch:
                 # Closed at once (a connection quota, a listener that wants a handshake):
                 # do not spin; a death is then seen one pause later.
                 await asyncio.sleep(self.retry_s)
+
+
+class RevivalWatch(ProcessWatch):
+    """The other way round, for a broker fenced on a refusal: calls `on_alive()` once, when a
+    connection to (host, port) succeeds. A refusal is not always a dead process: a firewall
+    that rejects, or a network answering with resets, refuses for a live one. A listener that
+    answers again is that process (or a new one, which registers anew next)."""
+
+    def __init__(self, name: str, host: str, port: int, on_alive: Callable[[], None],
+                 probe_timeout_s: float = PROBE_TIMEOUT_S, retry_s: float = RETRY_S):
+        super().__init__(name, host, port, on_alive, probe_timeout_s, retry_s)
+        self.on_alive = on_alive
+
+    async def _run(self) -> None:
+        host, port = self.address
+        while True:
+            try:
+                _, writer = await asyncio.wait_for(self._connect(), self.probe_timeout_s)
+            except (OSError, asyncio.TimeoutError):
+                await asyncio.sleep(self.retry_s)
+                continue
+            writer.close()
+            log.warning("%s (%s:%d) accepts connections again", self.name, host, port)
+            self._task = None
+            self.on_alive()
+            return

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import socket
 
-from zkcoord.liveness import ProcessWatch
+from zkcoord.liveness import ProcessWatch, RevivalWatch
 
 
 def free_port() -> int:
@@ -64,3 +64,23 @@ def test_a_listener_that_never_reads_is_not_death():
         listener.listen(8)                 # never accept(): like a SIGSTOPped broker
         port = listener.getsockname()[1]
         assert not asyncio.run(_watch_until("127.0.0.1", port, 1.5))
+
+
+def test_a_revival_watch_waits_for_refusals_to_end_then_reports_once():
+    """A fenced broker's address refuses until its listener answers again (a firewall went)."""
+    async def scenario() -> tuple[bool, bool, int]:
+        port = free_port()
+        alive: list[bool] = []
+        w = RevivalWatch("test", "127.0.0.1", port, lambda: alive.append(True), retry_s=0.1).start()
+        await asyncio.sleep(0.5)
+        quiet_while_refused = not alive
+        server = await asyncio.start_server(lambda r, wr: wr.close(), "127.0.0.1", port)
+        for _ in range(30):
+            if alive:
+                break
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(0.3)
+        server.close()
+        return quiet_while_refused, not w.running, len(alive)
+    quiet, done, reports = asyncio.run(scenario())
+    assert quiet and done and reports == 1
