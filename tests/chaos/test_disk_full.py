@@ -31,11 +31,11 @@ from clients.admin import AdminClient
 from clients.protocol.errors import Code
 from clients.protocol.records import Record, build_batch
 from clients.types import TopicPartition
-from tests.chaos.checker import ChaosProducer, read_back
+from tests.chaos.checker import ChaosProducer
 from tests.chaos.conftest import ZK_SESSION_MS, stop_telling_a_failure
-from tests.chaos.test_controller_failover import (PARTITIONS, TimedChecker, all_in_sync, create_topic,
-                                                  leaders, replica_sizes, replicas_identical)
-from tests.chaos.test_zookeeper_outage import expire_session, registered_by_new_session
+from tests.chaos.test_controller_failover import PARTITIONS, TimedChecker, all_in_sync, create_topic, leaders
+from tests.chaos.test_zookeeper_outage import (LeaderChanges, acks_between, expire_session, final_checks,
+                                               registered_by_new_session)
 from tests.support.cluster import Cluster
 from tests.support.tmpfs import Tmpfs
 from tests.support.wire import WireClient
@@ -103,6 +103,7 @@ def test_a_full_log_dir_refuses_writes_loses_nothing_and_serves_again_with_space
     cluster, disk = full_disk_cluster
     rounds = 5 if long_run else 2
     create_topic(cluster, TOPIC)
+    changes = LeaderChanges(cluster, TOPIC)
     checker = TimedChecker()
     produce_code = Probe(cluster, checker)
     with AdminClient({"bootstrap.servers": cluster.bootstrap}) as admin, \
@@ -126,9 +127,9 @@ def test_a_full_log_dir_refuses_writes_loses_nothing_and_serves_again_with_space
             t_shrunk = time.monotonic() - t0
             # The others go on without it; the full broker stays registered and online.
             t_others = time.monotonic()
-            cluster.wait_until(lambda: all(acks_since(checker, p, t_others) >= 100 for p in followed), timeout=30,
+            cluster.wait_until(lambda: all(acks_between(checker, p, t_others) >= 100 for p in followed), timeout=30,
                                message=f"acks on {followed} without broker {VICTIM}")
-            acks_elsewhere = {p: acks_since(checker, p, t_others) for p in followed}
+            acks_elsewhere = {p: acks_between(checker, p, t_others) for p in followed}
             described = victim_dir(admin, cluster)
             assert described.error is None, f"the full dir went offline: {described}"
             assert VICTIM in cluster.broker_ids()
@@ -170,26 +171,11 @@ def test_a_full_log_dir_refuses_writes_loses_nothing_and_serves_again_with_space
                   f"by {'growing the tmpfs' if grow else 'freeing the ballast'}: "
                   f"{'' if expire else f'produce taken after {t_serving:.2f} s, '}every ISR full after "
                   f"{t_in_sync:.2f} s")
-    print(f"producer: {producer.sent} sent, {producer.acked} acked, {producer.failed} failed "
-          f"{dict(producer.errors)}; {produce_code.sent} probes")
-    read_back(cluster.bootstrap, TOPIC, PARTITIONS, checker, config={"log_level": 0})
-    report = checker.report()
-    print(report)
-    report.assert_ok(min_acked=2000 * rounds)
-    t0 = time.monotonic()
-    try:
-        cluster.wait_until(lambda: replicas_identical(cluster, TOPIC), timeout=60,
-                           message="byte-identical replicas")
-    finally:
-        print(f"replica log sizes {replica_sizes(cluster, TOPIC)} (identical after {time.monotonic() - t0:.2f} s)")
+    print(f"{produce_code.sent} probes")
+    final_checks(cluster, TOPIC, checker, producer, changes, min_acked=2000 * rounds)
     out = cluster.output(VICTIM)
     assert "writes refused until the disk has space again" in out and "appending again after" in out
     assert "is offline" not in out
     # A producer's next in-flight batch gets the storage error too, not a sequence gap that
     # makes the idempotent producer bump its epoch over and over while the disk is full.
     assert "OUT_OF_ORDER_SEQUENCE_NUMBER" not in out
-
-
-def acks_since(checker: TimedChecker, partition: int, start: float) -> int:
-    with checker._tlock:
-        return sum(1 for t in checker._times.get(partition, []) if t >= start)

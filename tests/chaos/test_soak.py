@@ -69,37 +69,18 @@ WAIT_S = ZK_SESSION_S + 57      # bound on the cluster becoming whole after a fa
 
 @contextlib.contextmanager
 def soak_cluster(workdir: Path, with_partitions: bool) -> Iterator[tuple[Cluster, list[Tmpfs]]]:
-    disks: list[Tmpfs] = []
-    kwargs = {"zookeeper_session_timeout_ms": ZK_SESSION_MS}
-
-    def mount(c: Cluster) -> None:
-        for i in range(c.size):
-            disks.append(Tmpfs(c.broker(i).log_dir, size=DISK_BYTES).mount())
-
-    try:
+    with contextlib.ExitStack() as stack:
+        net = None
         if with_partitions:
             net = Network.create(Cluster.host_names(3), extra_clients=[pf.MINORITY])
-            try:
-                c = Cluster(workdir, 3, network=net, **kwargs)
-                try:
-                    mount(c)
-                    c.start()
-                    yield c, disks
-                finally:
-                    c.stop()
-            finally:
-                net.close()
-        else:
-            c = Cluster(workdir, 3, **kwargs)
-            try:
-                mount(c)
-                c.start()
-                yield c, disks
-            finally:
-                c.stop()
-    finally:
-        for d in disks:
-            d.unmount()
+            stack.callback(net.close)
+        c = Cluster(workdir, 3, network=net, zookeeper_session_timeout_ms=ZK_SESSION_MS)
+        disks: list[Tmpfs] = []
+        for i in range(c.size):
+            disks.append(stack.enter_context(Tmpfs(c.broker(i).log_dir, size=DISK_BYTES)))
+        stack.callback(c.stop)          # before the unmounts and the network's removal
+        c.start()
+        yield c, disks
 
 
 # ---- the faults: each applies one, holds it, undoes it, and says what it did -----------------

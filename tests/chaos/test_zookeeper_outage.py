@@ -29,16 +29,14 @@ import re
 import threading
 import time
 from collections import defaultdict
-from typing import Any
 
 import pytest
 
 from clients.protocol.errors import Code
-from tests.chaos.checker import read_back
+from tests.chaos.checker import ChaosProducer, read_back
 from tests.chaos.conftest import ZK_SESSION_S
 from tests.chaos.test_controller_failover import (PARTITIONS, TimedChecker, all_in_sync, create_topic,
                                                   leaders, replica_sizes, replicas_identical)
-from tests.chaos.checker import ChaosProducer
 from tests.support.cluster import Cluster
 from tests.support.wire import WireClient
 from zkcoord.zk_registration import SESSION_FILE
@@ -169,6 +167,8 @@ def stale_epoch_refused(cluster: Cluster, i: int, old_controller: int, old_epoch
 
 def final_checks(cluster: Cluster, topic: str, checker: TimedChecker, producer: ChaosProducer,
                  changes: LeaderChanges, min_acked: int) -> None:
+    """Read everything back (0 lost, duplicated, reordered, conflicting), byte-identical
+    replicas, and the controller invariants; prints the counts."""
     print(f"producer: {producer.sent} sent, {producer.acked} acked, {producer.failed} failed "
           f"{dict(producer.errors)}")
     read_back(cluster.bootstrap, topic, PARTITIONS, checker, config={"log_level": 0})
@@ -185,7 +185,8 @@ def final_checks(cluster: Cluster, topic: str, checker: TimedChecker, producer: 
           f"{assert_one_controller_per_epoch(cluster)}")
 
 
-def acks_between(checker: TimedChecker, partition: int, start: float, end: float) -> int:
+def acks_between(checker: TimedChecker, partition: int, start: float, end: float = float("inf")) -> int:
+    """Acknowledgements on `partition` at monotonic times in [start, end]."""
     with checker._tlock:
         return sum(1 for t in checker._times.get(partition, []) if start <= t <= end)
 

@@ -19,18 +19,12 @@ import struct
 import subprocess
 from pathlib import Path
 
-import pytest
+from tests.support.tmpfs import missing_prerequisite
 
 # _IOR('X', 125, __u32): ext4's copy of XFS_IOC_GOINGDOWN.
 EXT4_IOC_SHUTDOWN = 0x8004587D
 # Stop at once, without flushing the journal: the closest thing to pulling the disk.
 EXT4_GOING_FLAGS_NOLOGFLUSH = 2
-
-
-def _missing(why: str) -> None:
-    if os.environ.get("CI", "").lower() in ("true", "1"):
-        pytest.fail(why)
-    pytest.skip(why)
 
 
 class FailingDisk:
@@ -42,17 +36,17 @@ class FailingDisk:
 
     def mount(self) -> "FailingDisk":
         if shutil.which("mkfs.ext4") is None:
-            _missing("mkfs.ext4 is not installed (apt-get install -y e2fsprogs)")
+            missing_prerequisite("mkfs.ext4 is not installed (apt-get install -y e2fsprogs)")
         self.path.mkdir(parents=True, exist_ok=True)
         with open(self.image, "wb") as f:
             f.truncate(self.size)
         made = subprocess.run(["mkfs.ext4", "-q", "-F", str(self.image)], capture_output=True, text=True)
         if made.returncode != 0:
-            _missing(f"cannot make an ext4 image: {made.stderr.strip()}")
+            missing_prerequisite(f"cannot make an ext4 image: {made.stderr.strip()}")
         done = subprocess.run(["mount", "-o", "loop", str(self.image), str(self.path)],
                               capture_output=True, text=True)
         if done.returncode != 0:
-            _missing(f"cannot mount an ext4 image on a loop device (needs root): {done.stderr.strip()}")
+            missing_prerequisite(f"cannot mount an ext4 image on a loop device (needs root): {done.stderr.strip()}")
         self.mounted = True
         return self
 

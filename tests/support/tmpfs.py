@@ -23,7 +23,8 @@ import pytest
 BALLAST = "ballast"
 
 
-def _missing(why: str) -> None:
+def missing_prerequisite(why: str) -> None:
+    """Skip, or fail under CI (CI=true), where a missing prerequisite is a broken set-up."""
     if os.environ.get("CI", "").lower() in ("true", "1"):
         pytest.fail(why)            # in CI a missing prerequisite is a broken set-up
     pytest.skip(why)
@@ -42,7 +43,7 @@ class Tmpfs:
         done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(self.path)],
                               capture_output=True, text=True)
         if done.returncode != 0:
-            _missing(f"cannot mount a tmpfs to fill up (needs root): {done.stderr.strip()}")
+            missing_prerequisite(f"cannot mount a tmpfs to fill up (needs root): {done.stderr.strip()}")
         self.mounted = True
         return self
 
