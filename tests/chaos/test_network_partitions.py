@@ -42,6 +42,7 @@ import random
 import threading
 import time
 from collections import Counter
+from typing import Callable
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -52,6 +53,7 @@ from tests.chaos.checker import Checker, ChaosProducer, read_back
 from tests.chaos.conftest import ZK_SESSION_MS, ZK_SESSION_S, notable_lines
 from tests.chaos.replicas import log_bytes
 from tests.support.cluster import Cluster
+from tests.support.netns import require_netns
 from tests.support.wire import WireClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -67,7 +69,7 @@ WAIT_S = ZK_SESSION_S + 27   # bound on any one step (elections come a session t
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    pf.require_netns()
+    require_netns()
     with pf.netns_cluster(tmp_path_factory.mktemp("partitions") / "cluster",
                           zookeeper_session_timeout_ms=ZK_SESSION_MS) as c:
         yield c
@@ -212,6 +214,62 @@ def rounds(long_run: bool) -> int:
     return 5 if long_run else 1
 
 
+def deposed_leader_round(c: Cluster, topic: str, leader: int, cut: Callable[[], pf.PartitionFault],
+                         r: int) -> None:
+    """One round of a fault that takes `leader` (of `topic`-0) from ZooKeeper and its
+    followers: while cut it acknowledges nothing to the probe, ZooKeeper's side elects and
+    goes on; healed, the old leader truncates its own tail and rejoins the ISR."""
+    checker, timer = Checker(), Timer()
+    with producer(c, topic, checker) as p:
+        more_acks(p)
+        print(f"round {r}: {cut()}")
+        timer.mark("cut")
+        with LeaderProbe(c, leader, topic) as probe:
+            new_leader = c.wait_for_leader(topic, 0, timeout=WAIT_S, other_than=leader)
+            timer.mark(f"broker {new_leader} elected")
+            more_acks(p)
+            timer.mark("majority acknowledging")
+            # The old leader must keep refusing for as long as the cut lasts.
+            c.wait_until(lambda: probe.answers >= 3, timeout=WAIT_S, message="answers from the cut-off leader")
+        cut_off_log = log_bytes(c, leader, topic)
+        pf.heal(c)
+        timer.mark("healed")
+        c.wait_until(lambda: full_isr(c, topic, 1), timeout=WAIT_S, message="old leader back in the ISR")
+        timer.mark("old leader in the ISR")
+        more_acks(p)
+    print(f"probe to the cut-off leader {leader}: answers {dict(probe.codes)} (error code: count), "
+          f"connection errors {dict(probe.errors)}")
+    assert probe.codes[0] == 0, f"the cut-off leader acknowledged offsets {probe.acked_offsets}"
+    finish(c, topic, 1, checker, timer)
+    # It had appended the probe's records (and maybe the producer's) that nobody else has:
+    # its log then must not be a prefix of what it holds now.
+    assert not log_bytes(c, leader, topic).startswith(cut_off_log), \
+        "the old leader's unreplicated tail was not truncated"
+
+
+def follower_out_round(c: Cluster, topic: str, leader: int, in_sync: list[int],
+                       cut: Callable[[], pf.PartitionFault], r: int) -> None:
+    """One round of a fault that takes a follower of `topic`-0 from its leader: the ISR
+    shrinks to `in_sync` and writes go on; healed, the follower rejoins."""
+    checker, timer = Checker(), Timer()
+    with producer(c, topic, checker) as p:
+        more_acks(p)
+        print(f"round {r}: {cut()}")
+        timer.mark("cut")
+        c.wait_until(lambda: sorted(c.isr(topic, 0)) == sorted(in_sync), timeout=WAIT_S,
+                     message=f"ISR shrunk to {sorted(in_sync)}")
+        timer.mark("ISR shrunk")
+        more_acks(p)
+        timer.mark("acknowledging with 2 in sync")
+        assert c.leader(topic, 0) == leader
+        pf.heal(c)
+        timer.mark("healed")
+        c.wait_until(lambda: full_isr(c, topic, 1), timeout=WAIT_S, message="follower back in the ISR")
+        timer.mark("follower in the ISR")
+        more_acks(p)
+    finish(c, topic, 1, checker, timer)
+
+
 # ---- 1. the leader cut off ----------------------------------------------------------------------
 
 
@@ -224,34 +282,7 @@ def test_isolated_leader_acknowledges_nothing_and_the_majority_elects(healed, lo
         # The leader is not the controller (even rounds), then it is (odd rounds).
         leader = controller if r % 2 else (controller + 1) % 3
         create_topic(c, topic, [[leader, (leader + 1) % 3, (leader + 2) % 3]])
-        checker, timer = Checker(), Timer()
-        with producer(c, topic, checker) as p:
-            more_acks(p)
-            fault = pf.isolate_leader(c, topic)
-            timer.mark("cut")
-            print(f"round {r}: {fault}")
-            with LeaderProbe(c, leader, topic) as probe:
-                new_leader = c.wait_for_leader(topic, 0, timeout=WAIT_S, other_than=leader)
-                timer.mark(f"broker {new_leader} elected")
-                more_acks(p)
-                timer.mark("majority acknowledging")
-                # The old leader must keep refusing for as long as the cut lasts.
-                c.wait_until(lambda: probe.answers >= 3, timeout=WAIT_S,
-                             message="answers from the cut-off leader")
-            cut_off_log = log_bytes(c, leader, topic)
-            pf.heal(c)
-            timer.mark("healed")
-            c.wait_until(lambda: full_isr(c, topic, 1), timeout=WAIT_S, message="old leader back in the ISR")
-            timer.mark("old leader in the ISR")
-            more_acks(p)
-        print(f"probe to the cut-off leader {leader}: answers {dict(probe.codes)} (error code: "
-              f"count), connection errors {dict(probe.errors)}")
-        assert probe.codes[0] == 0, f"the cut-off leader acknowledged offsets {probe.acked_offsets}"
-        finish(c, topic, 1, checker, timer)
-        # It had appended the probe's records (and maybe the producer's) that nobody else
-        # has: its log then must not be a prefix of what it holds now.
-        assert not log_bytes(c, leader, topic).startswith(cut_off_log), \
-            "the old leader's unreplicated tail was not truncated"
+        deposed_leader_round(c, topic, leader, lambda: pf.isolate_leader(c, topic), r)
 
 
 # ---- 2. a follower cut off ----------------------------------------------------------------------
@@ -268,23 +299,8 @@ def test_isolated_follower_leaves_the_isr_and_rejoins(healed, long_run):
         victim = controller if r % 2 else (controller + 2) % 3
         other = 3 - leader - victim
         create_topic(c, topic, [[leader, victim, other]])
-        checker, timer = Checker(), Timer()
-        with producer(c, topic, checker) as p:
-            more_acks(p)
-            print(f"round {r}: {pf.isolate_follower(c, topic, victim=victim)}")
-            timer.mark("cut")
-            c.wait_until(lambda: sorted(c.isr(topic, 0)) == sorted([leader, other]), timeout=WAIT_S,
-                         message=f"ISR shrunk to {sorted([leader, other])}")
-            timer.mark("ISR shrunk")
-            more_acks(p)
-            timer.mark("acknowledging with 2 in sync")
-            assert c.leader(topic, 0) == leader
-            pf.heal(c)
-            timer.mark("healed")
-            c.wait_until(lambda: full_isr(c, topic, 1), timeout=WAIT_S, message="follower back in the ISR")
-            timer.mark("follower in the ISR")
-            more_acks(p)
-        finish(c, topic, 1, checker, timer)
+        follower_out_round(c, topic, leader, [leader, other],
+                           lambda: pf.isolate_follower(c, topic, victim=victim), r)
 
 
 # ---- 3. the controller cut off from ZooKeeper ------------------------------------------------
@@ -340,23 +356,9 @@ def test_one_way_cut_between_leader_and_follower(healed, long_run):
         assert controller is not None
         leader, follower = (controller + 1) % 3, (controller + 2) % 3
         create_topic(c, topic, [[leader, follower, controller]])
-        checker, timer = Checker(), Timer()
-        with producer(c, topic, checker) as p:
-            more_acks(p)
-            # The leader's packets to the follower (even rounds), then the reverse (odd ones).
-            print(f"round {r}: {pf.one_way(c, topic, leader_to_follower=r % 2 == 0, follower=follower)}")
-            timer.mark("cut")
-            c.wait_until(lambda: sorted(c.isr(topic, 0)) == sorted([leader, controller]), timeout=WAIT_S,
-                         message=f"ISR shrunk to {sorted([leader, controller])}")
-            timer.mark("ISR shrunk")
-            more_acks(p)
-            timer.mark("acknowledging with 2 in sync")
-            pf.heal(c)
-            timer.mark("healed")
-            c.wait_until(lambda: full_isr(c, topic, 1), timeout=WAIT_S, message="follower back in the ISR")
-            timer.mark("follower in the ISR")
-            more_acks(p)
-        finish(c, topic, 1, checker, timer)
+        # The leader's packets to the follower (even rounds), then the reverse (odd ones).
+        follower_out_round(c, topic, leader, [leader, controller],
+                           lambda: pf.one_way(c, topic, leader_to_follower=r % 2 == 0, follower=follower), r)
 
 
 # ---- 5. a bridge ------------------------------------------------------------------------------
@@ -376,27 +378,7 @@ def test_bridge_partition(healed, long_run):
         # next in the replica order: the new leader is across the cut from the old one.
         middle, far = (controller, other) if r % 2 == 0 else (other, controller)
         create_topic(c, topic, [[leader, far, middle]])
-        checker, timer = Checker(), Timer()
-        with producer(c, topic, checker) as p:
-            more_acks(p)
-            print(f"round {r}: {pf.bridge(c, topic, middle=middle)}")
-            timer.mark("cut")
-            with LeaderProbe(c, leader, topic) as probe:
-                new_leader = c.wait_for_leader(topic, 0, timeout=WAIT_S, other_than=leader)
-                timer.mark(f"broker {new_leader} elected")
-                more_acks(p)
-                timer.mark("acknowledging")
-                c.wait_until(lambda: probe.answers >= 3, timeout=WAIT_S,
-                             message="answers from the cut-off leader")
-            pf.heal(c)
-            timer.mark("healed")
-            c.wait_until(lambda: full_isr(c, topic, 1), timeout=WAIT_S, message="old leader back in the ISR")
-            timer.mark("old leader in the ISR")
-            more_acks(p)
-        print(f"probe to the cut-off leader {leader}: answers {dict(probe.codes)}, "
-              f"connection errors {dict(probe.errors)}")
-        assert probe.codes[0] == 0, f"the cut-off leader acknowledged offsets {probe.acked_offsets}"
-        finish(c, topic, 1, checker, timer)
+        deposed_leader_round(c, topic, leader, lambda: pf.bridge(c, topic, middle=middle), r)
 
 
 # ---- 6. a rejecting cut ----------------------------------------------------------------------

@@ -4,7 +4,6 @@ running inside the namespaces, and that everything is gone after close(). Needs 
 skip outside CI, a failure under CI (CI=true)."""
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import sys
@@ -13,7 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from broker.testing.netns import CLIENT, Network, unavailable_reason
+from broker.testing.netns import CLIENT, Network
+from tests.support.netns import require_netns
 
 pytestmark = pytest.mark.integration
 
@@ -37,14 +37,6 @@ try:
 except OSError as e:
     print(type(e).__name__)
 """
-
-
-def require_netns() -> None:
-    reason = unavailable_reason()
-    if reason:
-        if os.environ.get("CI", "").lower() in ("true", "1"):
-            pytest.fail(f"network namespaces unavailable under CI: {reason}")
-        pytest.skip(reason)
 
 
 @pytest.fixture
