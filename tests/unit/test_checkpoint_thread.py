@@ -93,13 +93,14 @@ def test_a_later_blocking_checkpoint_lands_after_the_one_in_flight(tmp_path, mon
 
 def test_a_failed_write_takes_its_log_dir_offline(tmp_path, monkeypatch):
     # Kafka's checkpoint IOException: the dir goes offline (KIP-112) rather than the error
-    # surfacing in the periodic task, which would only log it.
+    # surfacing in the periodic task, which would only log it. (A full disk, ENOSPC, is not a
+    # failed disk: test_log_enospc*.)
     m = _manager(tmp_path)
     failed: list = []
     m.on_dir_failure = lambda d, tps: failed.append((d, tps))
 
     def broken(path, offsets):
-        raise OSError(28, "No space left on device")
+        raise OSError(5, "Input/output error")
     monkeypatch.setattr(checkpoints, "write_offsets", broken)
 
     async def main() -> None:
@@ -107,7 +108,7 @@ def test_a_failed_write_takes_its_log_dir_offline(tmp_path, monkeypatch):
 
     asyncio.run(main())
     assert failed == [(m.log_dirs[0], [("t", 0)])]
-    assert "No space left on device" in m.offline_dirs[m.log_dirs[0]]
+    assert "Input/output error" in m.offline_dirs[m.log_dirs[0]]
     monkeypatch.undo()
     m.close()
 
