@@ -154,6 +154,12 @@ strom_setup_containers() {
         say "dockerd does not answer (not root, so not starting it)"
         return 1
     fi
+    # A pid file left by a dockerd killed with the rest of an earlier session stops a new one
+    # when its pid has since gone to another process.
+    if [ -f /var/run/docker.pid ] &&
+        [ "$(cat "/proc/$(cat /var/run/docker.pid)/comm" 2>/dev/null)" != dockerd ]; then
+        rm -f /var/run/docker.pid
+    fi
     # No init system to ask here: dockerd runs in the background, outliving this script.
     say "starting dockerd (log: ${STROM_DOCKERD_LOG:=/var/log/strom-dockerd.log})"
     nohup dockerd > "$STROM_DOCKERD_LOG" 2>&1 < /dev/null &

@@ -24,11 +24,12 @@ from docker.types import IPAMConfig, IPAMPool
 from testcontainers.core.config import testcontainers_config
 from testcontainers.core.network import Network
 
+from .probe import METADATA_VERSION, request
+
 log = logging.getLogger("strom.testing.containers")
 
 IMAGE_NAME = "strom"
 OWNER_LABEL = "org.strom.testing.owner"
-METADATA_VERSION = 4          # brokers with host and port, and the controller id
 T = TypeVar("T")
 
 
@@ -135,18 +136,8 @@ def broker_metadata(host: str, port: int, topics: list[str] | None = None,
                     timeout: float = 2.0) -> Any:
     """The Metadata answer of the broker on host:port about `topics` (none by default; never
     creating one); OSError when it does not answer."""
-    from clients.protocol.client_codec import ClientProtocol
-    codec = ClientProtocol("strom-testing-containers")
     body = {"topics": [{"name": t} for t in topics or []], "allow_auto_topic_creation": False}
-    _, frame = codec.encode_request("Metadata", body, METADATA_VERSION)
-    with socket.create_connection((host, port), timeout=timeout) as s:
-        s.sendall(frame)
-        while True:
-            data = s.recv(65536)
-            if not data:
-                raise ConnectionError(f"{host}:{port} closed the connection")
-            for _, response in codec.feed(data):
-                return response
+    return request(port, "Metadata", METADATA_VERSION, body, timeout, host=host)
 
 
 def wait_until(what: str, check: Callable[[], T | None], timeout: float,
