@@ -9,6 +9,7 @@
 #   strom_setup_node     for the tests: kafkajs into tests/js/node_modules (`npm ci`, pinned by
 #                        tests/js/package-lock.json); as root apt-get install nodejs npm if missing
 #   strom_spark_env      export what Spark's Python workers need (PYSPARK_PYTHON = the venv's)
+#   strom_apt_install WHY PKG...  as root apt-get install PKG...; else say what to run; 1 if not
 #   strom_setup_containers  for the container and network-fault tests (bin/run-tests.sh,
 #                        bin/build-image.sh; never bin/start-cluster.sh): as root apt-get install
 #                        docker.io, debootstrap, iptables and iproute2 if missing, and start
@@ -101,15 +102,8 @@ strom_setup_python() {
 strom_setup_node() {
     local stamp=tests/js/node_modules/.strom-install-stamp want
     if ! command -v npm >/dev/null 2>&1; then
-        if [ "$(id -u)" -ne 0 ]; then
-            say "npm not found (not root, so not installing it: sudo apt-get install -y nodejs npm);" \
-                "the kafkajs tests are skipped"
-            return 0
-        fi
-        say "apt-get update; apt-get install -y nodejs npm"
-        { DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
-            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; } ||
-            { say "could not install nodejs and npm: the kafkajs tests are skipped"; return 0; }
+        strom_apt_install "for the kafkajs tests" nodejs npm ||
+            { say "the kafkajs tests are skipped"; return 0; }
     fi
     want="$(sha256sum tests/js/package-lock.json | cut -d' ' -f1)"
     if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
@@ -132,6 +126,20 @@ strom_spark_env() {
     export PYTHONPATH="$STROM_ROOT${PYTHONPATH:+:$PYTHONPATH}"
 }
 
+# As root, apt-get update and install PKG...; otherwise say what to run. 1 when not installed.
+strom_apt_install() {
+    local why=$1
+    shift
+    if [ "$(id -u)" -ne 0 ]; then
+        say "missing $why: $* (not root, so not installing: sudo apt-get install -y $*)"
+        return 1
+    fi
+    say "apt-get update; apt-get install -y $*"
+    { DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null; } ||
+        { say "could not install $*"; return 1; }
+}
+
 strom_setup_containers() {
     local pkgs=() i
     command -v docker >/dev/null 2>&1 || pkgs+=(docker.io)
@@ -139,15 +147,7 @@ strom_setup_containers() {
     command -v iptables >/dev/null 2>&1 || pkgs+=(iptables)
     command -v ip >/dev/null 2>&1 || pkgs+=(iproute2)
     if [ ${#pkgs[@]} -gt 0 ]; then
-        if [ "$(id -u)" -ne 0 ]; then
-            say "missing for the container and network-fault tests: ${pkgs[*]} (not root, so not" \
-                "installing them: sudo apt-get install -y ${pkgs[*]})"
-            return 1
-        fi
-        say "apt-get install -y ${pkgs[*]}"
-        { DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
-            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkgs[@]}" >/dev/null; } ||
-            { say "could not install ${pkgs[*]}"; return 1; }
+        strom_apt_install "for the container and network-fault tests" "${pkgs[@]}" || return 1
     fi
     docker info >/dev/null 2>&1 && return 0
     if [ "$(id -u)" -ne 0 ]; then

@@ -18,7 +18,7 @@
 # The image is labelled org.strom.source-hash: `--check` and bin/run-tests.sh compare it with
 # the hash of the current sources, so an image is never used stale.
 #
-# Environment: STROM_IMAGE_CACHE (default ~/.cache/strom-image: the root tar and the .debs),
+# Environment: STROM_IMAGE_CACHE (default ~/.cache/strom-image: the root tar, .debs, wheels),
 # STROM_DEBIAN_MIRROR (default http://deb.debian.org/debian), STROM_IMAGE_NAME and
 # STROM_BASE_IMAGE_NAME (default strom and strom-base).
 set -euo pipefail
@@ -121,20 +121,31 @@ ensure_base() {
 }
 
 # Wheels of strom (this working tree) and of its dependencies, for this Python, into $1.
+# From the wheel cache alone when it has everything (10 s where asking the index takes 25 s);
+# otherwise from the index, and the cache keeps what came (and the build requirements).
 build_wheels() {
-    local out=$1 src
+    local out=$1 src py="$STROM_VENV/bin/python" cached="$CACHE/wheels"
     src="$(dirname "$out")/src"
-    mkdir -p "$src"
+    mkdir -p "$src" "$cached"
     cp pyproject.toml "$src/"
     echo "strom: a Kafka-compatible broker in Python (container build)" > "$src/README.md"
     tar --exclude=__pycache__ -cf - broker zkcoord clients spark_jobs | tar -C "$src" -xf -
-    [ -x "$STROM_VENV/bin/python" ] || strom_setup_python
+    [ -x "$py" ] || strom_setup_python
     step "pip wheel: strom and its dependencies (log: $out.log)"
-    if ! "$STROM_VENV/bin/python" -m pip wheel --disable-pip-version-check --wheel-dir "$out" \
-        "$src" > "$out.log" 2>&1; then
+    if "$py" -m pip wheel --disable-pip-version-check --no-index --find-links "$cached" \
+        --wheel-dir "$out" "$src" > "$out.log" 2>&1; then
+        return 0
+    fi
+    step "not all in the wheel cache: pip wheel from the index"
+    rm -rf "$out"
+    if ! { "$py" -m pip wheel --disable-pip-version-check --wheel-dir "$out" "$src" &&
+        "$py" -m pip download --disable-pip-version-check --dest "$cached" $("$py" -c \
+            'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"])')
+    } >> "$out.log" 2>&1; then
         tail -n 30 "$out.log" >&2
         return 1
     fi
+    find "$out" -name '*.whl' -not -name 'strom-*' -exec cp -f {} "$cached/" \;
 }
 
 build() {
