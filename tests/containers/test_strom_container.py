@@ -7,6 +7,7 @@ import subprocess
 import pytest
 from testcontainers.core.network import Network
 
+from broker.testing.container_support import owner_labels
 from broker.testing.containers import StromContainer
 
 pytestmark = pytest.mark.integration
@@ -47,7 +48,7 @@ def test_broker_config_and_the_listener_for_other_containers(strom_image):
     a second container on the same network reads with strom's console consumer through the
     BROKER listener."""
     from confluent_kafka.admin import AdminClient
-    with Network() as net, \
+    with Network(docker_network_kw={"labels": owner_labels()}) as net, \
             StromContainer(strom_image).with_broker_config("num.partitions", 3) \
             .with_network(net) as strom:
         values = [b"a", b"b", b"c"]
