@@ -130,7 +130,6 @@ build_wheels() {
     cp pyproject.toml "$src/"
     echo "strom: a Kafka-compatible broker in Python (container build)" > "$src/README.md"
     tar --exclude=__pycache__ -cf - broker zkcoord clients spark_jobs | tar -C "$src" -xf -
-    [ -x "$py" ] || strom_setup_python
     step "pip wheel: strom and its dependencies (log: $out.log)"
     if "$py" -m pip wheel --disable-pip-version-check --no-index --find-links "$cached" \
         --wheel-dir "$out" "$src" > "$out.log" 2>&1; then
@@ -153,6 +152,7 @@ build() {
     ver="$(version)"
     hash="$(source_hash)"
     base="$(ensure_base)"
+    strom_venv_ok || { strom_setup_system && strom_setup_python; }   # a fresh machine
     # Wheels of the host's Python go into the image's: both must be the same minor version.
     local host_py image_py
     host_py="$("$STROM_VENV/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
