@@ -13,7 +13,10 @@ A cluster directory is either
 - any directory whose run/ (or itself) holds pid files named broker-...-ID.pid or
   broker-ID.pid (a test harness's cluster, say): a broker is started again as it was started,
   with the command line, working directory and environment /proc showed before it was
-  killed, its output appended to the file its stdout was; the new pid goes into its pid file.
+  killed, its output appended to the file its stdout was; the new pid goes into its pid file;
+- or a cluster whose maker knows how to start a broker again (`launcher`: strom-verify's own
+  netns cluster, whose brokers must start again inside their network namespaces): the
+  launcher spawns it, the new pid goes into its pid file.
 
 A pid file is trusted only while its process runs `-m broker` (as bin/_setup.sh's
 strom_pid_of checks), so a stale file never gets a stranger signalled.
@@ -27,7 +30,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Callable, Protocol
 
 BROKER_PATTERN = " -m broker "          # bin/_setup.sh strom_pattern broker
 PID_FILE = re.compile(r"^broker-(?:.*-)?(\d+)\.pid$")
@@ -103,10 +106,12 @@ class PidFileCluster:
     """A local cluster by its pid files; see the module docstring. Not thread-safe: one fault
     schedule acts on it at a time."""
 
-    def __init__(self, directory: Path, start_script: Path | None = None):
+    def __init__(self, directory: Path, start_script: Path | None = None,
+                 launcher: Callable[[int], subprocess.Popen] | None = None):
         self.directory = Path(directory)
         self.run_dir = self.directory / "run" if (self.directory / "run").is_dir() else self.directory
         self.start_script = start_script
+        self.launcher = launcher        # broker id -> its process, spawned (not yet serving)
         self._launched: dict[int, LaunchRecord] = {}
         self._children: dict[int, subprocess.Popen] = {}   # brokers this object started
         if not self._pid_files():
@@ -152,7 +157,7 @@ class PidFileCluster:
 
     def kill9(self, broker_id: int) -> None:
         pid = self._running_pid(broker_id)
-        if self.start_script is None:
+        if self.start_script is None and self.launcher is None:
             self._launched[broker_id] = launch_record(pid)
         os.kill(pid, signal.SIGKILL)
         self._reap()
@@ -186,16 +191,21 @@ class PidFileCluster:
                                f"({done.returncode}): {' | '.join(tail)}")
 
     def _relaunch(self, broker_id: int) -> None:
-        record = self._launched.get(broker_id)
-        if record is None:
-            raise ClusterError(f"broker {broker_id} is not running and was not stopped by this "
-                               f"run: its command line is unknown")
-        out = open(record.output, "ab") if record.output else open(os.devnull, "wb")
-        with out:
-            # a session of its own: it outlives this process, as the brokers it replaces would
-            proc = subprocess.Popen(record.argv, cwd=record.cwd, env=record.env, stdout=out,
-                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    start_new_session=True)
+        if self.launcher is not None:
+            proc = self.launcher(broker_id)
+            output = "the log its launcher keeps"
+        else:
+            record = self._launched.get(broker_id)
+            if record is None:
+                raise ClusterError(f"broker {broker_id} is not running and was not stopped by "
+                                   f"this run: its command line is unknown")
+            out = open(record.output, "ab") if record.output else open(os.devnull, "wb")
+            with out:
+                # a session of its own: it outlives this process, as the brokers it replaces would
+                proc = subprocess.Popen(record.argv, cwd=record.cwd, env=record.env, stdout=out,
+                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                        start_new_session=True)
+            output = str(record.output)
         self._children[broker_id] = proc
         # /proc shows an empty command line for a moment after the exec: until it shows the
         # broker's, the pid file would name what looks like a stranger.
@@ -203,7 +213,7 @@ class PidFileCluster:
         while not is_broker_process(proc.pid):
             if proc.poll() is not None or time.monotonic() >= deadline:
                 raise ClusterError(f"broker {broker_id} did not start again "
-                                   f"(exit status {proc.poll()}; output: {record.output})")
+                                   f"(exit status {proc.poll()}; output: {output})")
             time.sleep(0.01)
         path = self._pid_files()[broker_id]
         tmp = path.with_suffix(".pid.tmp")
