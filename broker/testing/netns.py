@@ -51,6 +51,7 @@ CLIENT_OCTET = 254          # clients count down from .254, hosts up from .1
 SWITCH_OCTET = 200          # the switch's own address: a REJECT's reset is routed from it
 DROP, REJECT = "drop", "reject"
 LOCK_PATH = Path("/run/lock/strom-netns.lock")
+OWNERS = Path("/run/lock/strom-netns")   # <tag>: the creator's pid namespace, while it lives
 _LABEL = re.compile(r"^[a-z][a-z0-9]{0,11}$")
 
 
@@ -185,16 +186,31 @@ def _kill_netns_processes(ns: str) -> None:
             pass
 
 
+def _pid_namespace() -> str:
+    return os.readlink("/proc/self/ns/pid")
+
+
 def sweep_stale() -> list[str]:
     """Remove networks whose creating process is gone (a test run killed before its clean-up);
-    returns the namespaces removed. Only namespaces named by this module are considered."""
+    returns the namespaces removed. Only namespaces named by this module, whose owner file
+    says they were made in this pid namespace (so that their pid is one this process can
+    look up), are considered."""
     removed = []
     for ns in _netns_names():
-        m = re.match(rf"^{NETNS_PREFIX}(\d+)-\d+-", ns)
-        if m and not _pid_alive(int(m.group(1))):
-            _kill_netns_processes(ns)
-            _run(["ip", "netns", "del", ns], check=False)
-            removed.append(ns)
+        m = re.match(rf"^{NETNS_PREFIX}((\d+)-\d+)-", ns)
+        if not m or _pid_alive(int(m.group(2))):
+            continue
+        owner = OWNERS / m.group(1)
+        try:
+            if owner.read_text() != _pid_namespace():
+                continue
+        except OSError:
+            continue                    # made elsewhere, or already being removed
+        _kill_netns_processes(ns)
+        _run(["ip", "netns", "del", ns], check=False)
+        removed.append(ns)
+    for ns in removed:
+        (OWNERS / ns[len(NETNS_PREFIX):].rsplit("-", 1)[0]).unlink(missing_ok=True)
     return removed
 
 
@@ -278,6 +294,8 @@ class Network:
                      for i, n in enumerate(names)}
             net = cls(tag, subnet, hosts, [CLIENT, *extra_clients],
                       client_veth=f"st{tag.replace('-', 'x')}"[:15])
+            OWNERS.mkdir(parents=True, exist_ok=True)
+            (OWNERS / tag).write_text(_pid_namespace())
             try:
                 net._build()
             except BaseException:
@@ -331,6 +349,7 @@ class Network:
             if ns in ours:
                 _kill_netns_processes(ns)
                 _run(["ip", "netns", "del", ns], check=False)
+        (OWNERS / self.tag).unlink(missing_ok=True)
 
     def __enter__(self) -> "Network":
         return self

@@ -9,10 +9,11 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
-from broker.testing.netns import CLIENT, Network
+from broker.testing.netns import CLIENT, Network, sweep_stale
 from tests.support.netns import require_netns
 
 pytestmark = pytest.mark.integration
@@ -137,3 +138,19 @@ def test_close_removes_namespaces_and_the_client_port():
     assert n.switch_netns not in listed and n.hosts["x"].netns not in listed
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
     assert f" {n.client_veth}@" not in links and f" {n.client_veth}:" not in links
+
+
+def test_a_network_left_by_a_killed_process_is_swept():
+    require_netns()
+    maker = subprocess.Popen(
+        [sys.executable, "-c", "import time; from broker.testing.netns import Network; "
+                               "n = Network.create(['x']); print(n.hosts['x'].netns, flush=True); "
+                               "time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[2])
+    assert maker.stdout is not None
+    left = maker.stdout.readline().strip()
+    maker.kill()                                   # no close(): its namespaces stay behind
+    maker.wait(5)
+    assert left in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert left in sweep_stale()
+    assert left not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
