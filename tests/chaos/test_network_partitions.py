@@ -42,7 +42,7 @@ import random
 import threading
 import time
 from collections import Counter
-from typing import Callable
+from typing import Callable, Iterator
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -210,8 +210,22 @@ def finish(c: Cluster, topic: str, partitions: int, checker: Checker, timer: Tim
     print(f"timings: {timer}")
 
 
-def rounds(long_run: bool) -> int:
-    return 5 if long_run else 1
+def heal_and_rejoin(c: Cluster, topic: str, partitions: int, p: ChaosProducer, timer: Timer,
+                    who: str) -> None:
+    """Heal; wait until `who` is back and every ISR of `topic` full; wait for more acks."""
+    pf.heal(c)
+    timer.mark("healed")
+    c.wait_until(lambda: full_isr(c, topic, partitions), timeout=WAIT_S, message=f"{who} back in the ISRs")
+    timer.mark(f"{who} in the ISRs")
+    more_acks(p)
+
+
+def scenario_rounds(c: Cluster, name: str, long_run: bool) -> Iterator[tuple[int, str, int]]:
+    """(round, its topic, the controller as it begins) for 1 round, or 5 with --long."""
+    for r in range(5 if long_run else 1):
+        controller = c.controller_id()
+        assert controller is not None, "no controller at the start of a round"
+        yield r, f"{name}-{r}", controller
 
 
 def deposed_leader_round(c: Cluster, topic: str, leader: int, cut: Callable[[], pf.PartitionFault],
@@ -232,11 +246,7 @@ def deposed_leader_round(c: Cluster, topic: str, leader: int, cut: Callable[[], 
             # The old leader must keep refusing for as long as the cut lasts.
             c.wait_until(lambda: probe.answers >= 3, timeout=WAIT_S, message="answers from the cut-off leader")
         cut_off_log = log_bytes(c, leader, topic)
-        pf.heal(c)
-        timer.mark("healed")
-        c.wait_until(lambda: full_isr(c, topic, 1), timeout=WAIT_S, message="old leader back in the ISR")
-        timer.mark("old leader in the ISR")
-        more_acks(p)
+        heal_and_rejoin(c, topic, 1, p, timer, "the old leader")
     print(f"probe to the cut-off leader {leader}: answers {dict(probe.codes)} (error code: count), "
           f"connection errors {dict(probe.errors)}")
     assert probe.codes[0] == 0, f"the cut-off leader acknowledged offsets {probe.acked_offsets}"
@@ -262,11 +272,7 @@ def follower_out_round(c: Cluster, topic: str, leader: int, in_sync: list[int],
         more_acks(p)
         timer.mark("acknowledging with 2 in sync")
         assert c.leader(topic, 0) == leader
-        pf.heal(c)
-        timer.mark("healed")
-        c.wait_until(lambda: full_isr(c, topic, 1), timeout=WAIT_S, message="follower back in the ISR")
-        timer.mark("follower in the ISR")
-        more_acks(p)
+        heal_and_rejoin(c, topic, 1, p, timer, "the follower")
     finish(c, topic, 1, checker, timer)
 
 
@@ -275,10 +281,7 @@ def follower_out_round(c: Cluster, topic: str, leader: int, in_sync: list[int],
 
 def test_isolated_leader_acknowledges_nothing_and_the_majority_elects(healed, long_run):
     c = healed
-    for r in range(rounds(long_run)):
-        topic = f"cut-leader-{r}"
-        controller = c.controller_id()
-        assert controller is not None
+    for r, topic, controller in scenario_rounds(c, "cut-leader", long_run):
         # The leader is not the controller (even rounds), then it is (odd rounds).
         leader = controller if r % 2 else (controller + 1) % 3
         create_topic(c, topic, [[leader, (leader + 1) % 3, (leader + 2) % 3]])
@@ -290,10 +293,7 @@ def test_isolated_leader_acknowledges_nothing_and_the_majority_elects(healed, lo
 
 def test_isolated_follower_leaves_the_isr_and_rejoins(healed, long_run):
     c = healed
-    for r in range(rounds(long_run)):
-        topic = f"cut-follower-{r}"
-        controller = c.controller_id()
-        assert controller is not None
+    for r, topic, controller in scenario_rounds(c, "cut-follower", long_run):
         leader = (controller + 1) % 3
         # The follower cut off is not the controller (even rounds), then it is (odd rounds).
         victim = controller if r % 2 else (controller + 2) % 3
@@ -308,10 +308,7 @@ def test_isolated_follower_leaves_the_isr_and_rejoins(healed, long_run):
 
 def test_controller_cut_from_zookeeper_is_replaced_and_the_cluster_keeps_working(healed, long_run):
     c = healed
-    for r in range(rounds(long_run)):
-        topic = f"cut-controller-{r}"
-        controller = c.controller_id()
-        assert controller is not None
+    for r, topic, controller in scenario_rounds(c, "cut-controller", long_run):
         a, b = (controller + 1) % 3, (controller + 2) % 3
         # Partition 0 led by the controller, partition 1 by another broker.
         create_topic(c, topic, [[controller, a, b], [a, b, controller]])
@@ -335,12 +332,8 @@ def test_controller_cut_from_zookeeper_is_replaced_and_the_cluster_keeps_working
             admin.create_topics([NewTopic(created, 1, 2)])[created].result(30)
             c.wait_for_leader(created, 0, timeout=WAIT_S)
             timer.mark("topic created")
-            pf.heal(c)
-            timer.mark("healed")
-            c.wait_until(lambda: full_isr(c, topic, 2) and len(c.isr(created, 0)) == 2, timeout=WAIT_S,
-                         message="full ISRs after the heal")
-            timer.mark("full ISRs")
-            more_acks(p)
+            heal_and_rejoin(c, topic, 2, p, timer, f"the old controller {controller}")
+            c.wait_until(lambda: len(c.isr(created, 0)) == 2, timeout=WAIT_S, message=f"{created}'s ISR")
         print(f"acknowledged per partition: {dict(checker.per_partition)}")
         finish(c, topic, 2, checker, timer)
 
@@ -350,10 +343,7 @@ def test_controller_cut_from_zookeeper_is_replaced_and_the_cluster_keeps_working
 
 def test_one_way_cut_between_leader_and_follower(healed, long_run):
     c = healed
-    for r in range(rounds(long_run)):
-        topic = f"one-way-{r}"
-        controller = c.controller_id()
-        assert controller is not None
+    for r, topic, controller in scenario_rounds(c, "one-way", long_run):
         leader, follower = (controller + 1) % 3, (controller + 2) % 3
         create_topic(c, topic, [[leader, follower, controller]])
         # The leader's packets to the follower (even rounds), then the reverse (odd ones).
@@ -366,10 +356,7 @@ def test_one_way_cut_between_leader_and_follower(healed, long_run):
 
 def test_bridge_partition(healed, long_run):
     c = healed
-    for r in range(rounds(long_run)):
-        topic = f"bridge-{r}"
-        controller = c.controller_id()
-        assert controller is not None
+    for r, topic, controller in scenario_rounds(c, "bridge", long_run):
         leader = (controller + 1) % 3
         other = (controller + 2) % 3
         # The leader alone on one side, ZooKeeper and a follower on the other, the other
@@ -394,10 +381,7 @@ def test_rejecting_cut_never_fences_a_live_broker_for_good(healed, long_run):
     wins the election fences the other. Once the firewall goes, the fenced broker must be
     back: in the ISRs again, nothing lost."""
     c = healed
-    for r in range(rounds(long_run)):
-        topic = f"reject-{r}"
-        controller = c.controller_id()
-        assert controller is not None
+    for r, topic, controller in scenario_rounds(c, "reject", long_run):
         victim, other = (controller + 1) % 3, (controller + 2) % 3
         create_topic(c, topic, [[victim, other, controller], [controller, victim, other]])
         checker, timer = Checker(), Timer()
@@ -417,11 +401,7 @@ def test_rejecting_cut_never_fences_a_live_broker_for_good(healed, long_run):
             time.sleep(2.0)             # the watches meet the refusals
             print(f"round {r}: controller now {c.controller_id()}, ISRs "
                   f"{[c.isr(topic, q) for q in (0, 1)]} before the heal")
-            pf.heal(c)
-            timer.mark("healed")
-            c.wait_until(lambda: full_isr(c, topic, 2), timeout=WAIT_S, message="every broker back in the ISRs")
-            timer.mark("full ISRs")
-            more_acks(p)
+            heal_and_rejoin(c, topic, 2, p, timer, "every broker")
         finish(c, topic, 2, checker, timer)
 
 
