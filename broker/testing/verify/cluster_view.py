@@ -75,6 +75,10 @@ class ClusterView:
         """The brokers the cluster reports as live (registered, not found dead)."""
         return {b.node_id for b in self._admin.describe_cluster().brokers}
 
+    def controller(self) -> int:
+        """The controller's broker id as the broker asked reports it; -1 while none."""
+        return self._admin.describe_cluster().controller_id
+
     # ---- waiting ----------------------------------------------------------------------------
 
     def until(self, what: str, cond: Callable[[], T | None], timeout: float,

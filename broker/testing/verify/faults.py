@@ -13,10 +13,11 @@ A fault kind is a `Fault` subclass registered under its name with `@register`:
         def begin(self, ctx: FaultContext) -> str: ...     # do it; say what was done
         def end(self, ctx: FaultContext) -> str: ...       # undo it; say what was done
 
-`--faults kill9,pause` names registered kinds; another module adds kinds (network partitions,
-say) by importing `register` and being imported before the schedule is built
-(`EXTRA_FAULT_MODULES`). `end` must leave the cluster able to serve: a schedule always ends
-every fault it began, also when the run is interrupted.
+`--faults kill9,pause` names registered kinds; another module adds kinds by importing
+`register` and being imported before the schedule is built (`EXTRA_FAULT_MODULES`: the network
+partitions of `partition_faults`, which set `needs_network`: they act on the network of a
+cluster strom-verify started itself, `ctx.network`). `end` must leave the cluster able to
+serve: a schedule always ends every fault it began, also when the run is interrupted.
 """
 from __future__ import annotations
 
@@ -26,14 +27,17 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable, ClassVar
+from typing import TYPE_CHECKING, Callable, ClassVar
 
 from broker.testing.verify.cluster_view import ClusterView
 from broker.testing.verify.local_cluster import LocalCluster
 
+if TYPE_CHECKING:
+    from broker.testing.verify.netns_cluster import NetnsCluster
+
 # Modules that register more fault kinds when they are importable (shipped by other parts of
 # broker.testing); a missing one is skipped.
-EXTRA_FAULT_MODULES: list[str] = []
+EXTRA_FAULT_MODULES: list[str] = ["broker.testing.verify.partition_faults"]
 
 # How long a healed cluster gets to show a broker live again or a new partition leader.
 HEAL_TIMEOUT = 60.0
@@ -48,6 +52,7 @@ class FaultContext:
     rng: random.Random
     log: Callable[[str], None]
     heal_timeout: float = HEAL_TIMEOUT
+    network: NetnsCluster | None = None     # a --netns-cluster's hosts, for partitions
 
     def partition_leaders(self) -> dict[int, int]:
         """partition -> leader broker id, for the partitions that have one now."""
@@ -78,6 +83,7 @@ class Fault:
 
     name: ClassVar[str]
     summary: ClassVar[str]
+    needs_network: ClassVar[bool] = False      # only on a cluster with ctx.network
 
     def begin(self, ctx: FaultContext) -> str:
         raise NotImplementedError
@@ -245,7 +251,13 @@ class FaultSchedule:
 
     def heal_all(self) -> None:
         """The safety net after a run that broke off (a fault's begin or end failed, Ctrl-C):
-        resume every broker and start those that do not run. Failures are logged, not raised."""
+        heal the network, resume every broker and start those that do not run. Failures are
+        logged, not raised."""
+        if self.ctx.network is not None:
+            try:
+                self.ctx.network.network.heal()
+            except Exception as e:  # noqa: BLE001 - heal the brokers still
+                self._say(f"heal: the network: {e}")
         for b in self.ctx.cluster.broker_ids():
             try:
                 self.ctx.cluster.resume(b)

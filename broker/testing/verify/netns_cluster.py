@@ -279,12 +279,8 @@ class NetnsCluster:
                        timeout=2.0, host=self.brokers[broker_id].ip)
 
     def _knows_everyone(self, broker_id: int) -> bool:
-        try:
-            md = self._metadata(broker_id, [])
-        except (OSError, ValueError):
-            return False
-        known = {b.node_id for b in md.brokers}
-        return md.controller_id >= 0 and known == set(self.brokers)
+        sight = self.seen_by(broker_id)
+        return sight is not None and sight.controller >= 0 and sight.brokers == set(self.brokers)
 
     # ---- what the faults use ---------------------------------------------------------------
 
@@ -300,11 +296,11 @@ class NetnsCluster:
     def host_of(self, broker_id: int) -> str:
         return self.brokers[broker_id].host
 
-    def seen_by(self, broker_id: int, topic: str) -> BrokerSight | None:
+    def seen_by(self, broker_id: int, topic: str | None = None) -> BrokerSight | None:
         """What broker `broker_id` itself reports (its side of a partition): the brokers and
         controller it knows, `topic`'s leaders and ISRs; None when it does not answer."""
         try:
-            md = self._metadata(broker_id, [topic])
+            md = self._metadata(broker_id, [topic] if topic else [])
         except (OSError, ValueError):
             return None
         return BrokerSight({b.node_id for b in md.brokers}, md.controller_id, {
