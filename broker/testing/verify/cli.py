@@ -4,6 +4,8 @@
                  [--acks all|1] [--idempotence | --no-idempotence]
                  [--faults kill9,pause,leader-ahead --cluster-dir DIR
                   [--fault-interval S] [--fault-duration S] [--fault-rounds N]] [--json]
+    strom-verify --netns-cluster 3 [--data-dir DIR] [--broker-property KEY=VALUE]
+                 [--faults isolate-leader,isolate-follower,cut-controller-zk,one-way,bridge,kill9 ...]
 
 Produces numbered values (b"<run>-<seq>") with strom's own producer at --rate records/s for
 --duration seconds, recording every acknowledgement (partition, offset) and every failure;
@@ -17,6 +19,11 @@ faults done. The topic is created if missing (--partitions, --replication-factor
 --min-insync-replicas, --topic-config). Progress and the fault log go to stderr, the summary
 (or with --json its JSON) to stdout.
 
+With --netns-cluster N (root only) strom-verify starts the cluster itself: ZooKeeper and N
+brokers each in a network namespace of its own (netns_cluster.py), which the partition fault
+kinds cut apart (partition_faults.py); the cluster and its namespaces are removed at the end,
+also on Ctrl-C, SIGTERM or an error.
+
 Exit status: 0 nothing acknowledged was lost or conflicts (nor, with idempotence, duplicated
 or reordered); 1 it was; 2 a usage error; 3 the run could not be made or proves nothing (no
 broker reachable, the topic not ready, a fault that could not be done or healed, the read
@@ -25,22 +32,27 @@ back incomplete, nothing acknowledged).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import random
+import signal
 import sys
 import threading
 import time
 import traceback
 import uuid
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from broker.testing.verify import summary
 from broker.testing.verify.checker import Checker
 from broker.testing.verify.cluster_view import TRANSIENT, ClusterView
 from broker.testing.verify.faults import FaultContext, FaultSchedule, fault_kinds
-from broker.testing.verify.local_cluster import ClusterError, open_cluster
+from broker.testing.verify.local_cluster import ClusterError, LocalCluster, open_cluster
+from broker.testing.verify.netns_cluster import MAX_BROKERS, MIN_BROKERS, NetnsCluster
 from broker.testing.verify.workload import RateProducer, read_back
+from broker.testing.netns import NetnsUnavailable, unavailable_reason
+from broker.testing.zookeeper import ZooKeeperUnavailable
 from clients.command_line import CliError, ToolParser, describe_error, wait_reachable
 from clients.properties import ConfigError, read_properties
 
@@ -76,7 +88,20 @@ def build_parser() -> ToolParser:
                    "everything back, and report acknowledged records lost, duplicated, "
                    "reordered or conflicting.")
     p.add_argument("--bootstrap-server", metavar="HOST:PORT[,HOST:PORT]",
-                   help="REQUIRED: the cluster to check (any Kafka-compatible one).")
+                   help="the cluster to check (any Kafka-compatible one); required unless "
+                        "--netns-cluster")
+    p.add_argument("--netns-cluster", type=_positive(int), metavar="N",
+                   help=f"start a strom cluster to check ({MIN_BROKERS}-{MAX_BROKERS} brokers): "
+                        "ZooKeeper and each broker in a network namespace of its own, so that "
+                        "the partition fault kinds can cut them apart; removed at the end. "
+                        "Root only (iproute2, iptables)")
+    p.add_argument("--data-dir", type=Path, metavar="DIR",
+                   help="with --netns-cluster: the cluster's files (logs, data), kept after "
+                        "the run; must be empty or absent (default: a temporary directory, "
+                        "removed)")
+    p.add_argument("--broker-property", type=_key_value, action="append", default=[],
+                   metavar="KEY=VALUE", help="with --netns-cluster: a server.properties "
+                   "setting of every broker (e.g. zookeeper.session.timeout.ms=3000); repeatable")
     p.add_argument("--topic", help="topic to write and read (created if missing; default a new "
                                    "strom-verify-<random> topic per run)")
     p.add_argument("--partitions", type=_positive(int), default=3,
@@ -108,7 +133,8 @@ def build_parser() -> ToolParser:
     p.add_argument("--faults", default="", metavar="KIND[,KIND...]",
                    help="faults to inject in turn, from: "
                         + ", ".join(sorted(fault_kinds())) + " (see --list-faults); needs "
-                        "--cluster-dir")
+                        "--cluster-dir or --netns-cluster (the network partitions: "
+                        "--netns-cluster)")
     p.add_argument("--cluster-dir", type=Path, metavar="DIR",
                    help="the local strom cluster the faults act on: a bin/start-cluster.sh "
                         "--data-dir (brokers started again with start-cluster.sh --broker N), "
@@ -164,23 +190,58 @@ class Run:
 
     def execute(self) -> tuple[summary.RunFacts, Checker]:
         a = self.args
-        try:
-            wait_reachable(a.bootstrap_server, a.command_timeout)
-        except CliError as e:
-            raise CouldNotRun(e.message) from None
+        if a.netns_cluster:
+            with self._netns_cluster() as hosts:
+                return self._against(hosts.bootstrap, hosts.processes, hosts)
         cluster = None
         if self.faults:
             try:
                 cluster = open_cluster(a.cluster_dir)
             except ClusterError as e:
                 raise CouldNotRun(str(e)) from None
-        view = ClusterView(a.bootstrap_server, self.topic, self.client_config)
+        return self._against(a.bootstrap_server, cluster, None)
+
+    @contextlib.contextmanager
+    def _netns_cluster(self) -> Iterator[NetnsCluster]:
+        """The cluster of --netns-cluster, removed on the way out (SIGTERM and SIGHUP are
+        turned into a KeyboardInterrupt meanwhile, so that they remove it too)."""
+        a = self.args
+        reason = unavailable_reason()
+        if reason:
+            raise CouldNotRun(f"--netns-cluster: {reason}")
+        previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
         try:
-            return self._with_view(view, cluster)
+            try:
+                hosts = NetnsCluster.start(a.netns_cluster, a.data_dir, dict(a.broker_property),
+                                           self.say)
+            except (NetnsUnavailable, ZooKeeperUnavailable, ValueError) as e:
+                raise CouldNotRun(f"--netns-cluster: {e}") from None
+            except (RuntimeError, TimeoutError) as e:
+                raise CouldNotRun(f"--netns-cluster did not start: {describe_error(e)}") from None
+            try:
+                yield hosts
+            finally:
+                hosts.close()
+                self.say("netns cluster stopped and its namespaces removed"
+                         + (f" (data kept in {hosts.directory})" if hosts.keep_data else ""))
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def _against(self, bootstrap: str, cluster: LocalCluster | None,
+                 hosts: NetnsCluster | None) -> tuple[summary.RunFacts, Checker]:
+        try:
+            wait_reachable(bootstrap, self.args.command_timeout)
+        except CliError as e:
+            raise CouldNotRun(e.message) from None
+        view = ClusterView(bootstrap, self.topic, self.client_config)
+        try:
+            return self._with_view(bootstrap, view, cluster, hosts)
         finally:
             view.close()
 
-    def _with_view(self, view: ClusterView, cluster: Any) -> tuple[summary.RunFacts, Checker]:
+    def _with_view(self, bootstrap: str, view: ClusterView, cluster: LocalCluster | None,
+                   hosts: NetnsCluster | None) -> tuple[summary.RunFacts, Checker]:
         a = self.args
         configs = {"min.insync.replicas": str(a.min_insync_replicas), **dict(a.topic_config)}
         try:
@@ -198,9 +259,10 @@ class Run:
         checker = Checker()
         schedule = None
         if cluster is not None:
-            ctx = FaultContext(cluster=cluster, view=view, rng=random.Random(a.seed), log=self.say)
+            ctx = FaultContext(cluster=cluster, view=view, rng=random.Random(a.seed), log=self.say,
+                               network=hosts)
             schedule = FaultSchedule(self.faults, ctx, a.fault_interval, a.fault_duration)
-        producer = RateProducer(a.bootstrap_server, self.topic, checker,
+        producer = RateProducer(bootstrap, self.topic, checker,
                                 f"v{uuid.uuid4().hex[:8]}", a.rate, self.producer_config())
         stop = threading.Event()
         producer.start()
@@ -233,7 +295,7 @@ class Run:
                  + "; reading back")
         try:
             started = time.monotonic()
-            read = read_back(a.bootstrap_server, self.topic, checker, timeout=a.read_timeout,
+            read = read_back(bootstrap, self.topic, checker, timeout=a.read_timeout,
                              config=self.client_config)
         except (*TRANSIENT, TimeoutError) as e:
             raise CouldNotRun(describe_error(e)) from None
@@ -254,15 +316,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.list_faults:
         print(list_faults())
         return 0
-    if not args.bootstrap_server:
-        parser.error("the following arguments are required: --bootstrap-server")
-    if args.idempotence and args.acks not in ("all", "-1"):
-        parser.error("--idempotence needs --acks all (Kafka's rule for enable.idempotence)")
-    if args.faults and args.cluster_dir is None:
-        parser.error("--faults needs --cluster-dir (the local cluster to act on)")
-    unknown = [f for f in args.faults.split(",") if f.strip() and f.strip() not in fault_kinds()]
-    if unknown:
-        parser.error(f"unknown fault kind(s): {', '.join(unknown)} (see --list-faults)")
+    usage_error = _usage_error(args)
+    if usage_error:
+        parser.error(usage_error)
 
     def err(line: str) -> None:
         print(f"[{PROG}] {line}", file=sys.stderr, flush=True)
@@ -283,6 +339,36 @@ def main(argv: list[str] | None = None) -> int:
     report = checker.report()
     print(summary.as_json(report, facts) if args.json else summary.table(report, facts))
     return summary.exit_code(report, facts)
+
+
+def _usage_error(args: argparse.Namespace) -> str | None:
+    """What is wrong with the arguments' combination, if anything."""
+    netns = args.netns_cluster is not None
+    if not args.bootstrap_server and not netns:
+        return "the following arguments are required: --bootstrap-server (or --netns-cluster N)"
+    if args.idempotence and args.acks not in ("all", "-1"):
+        return "--idempotence needs --acks all (Kafka's rule for enable.idempotence)"
+    if netns and (args.bootstrap_server or args.cluster_dir is not None):
+        return "--netns-cluster starts the cluster it checks: no --bootstrap-server or --cluster-dir"
+    if not netns and (args.data_dir is not None or args.broker_property):
+        return "--data-dir and --broker-property are for --netns-cluster"
+    if args.faults and args.cluster_dir is None and not netns:
+        return "--faults needs --cluster-dir (the local cluster to act on) or --netns-cluster N"
+    kinds = fault_kinds()
+    asked = [f.strip() for f in args.faults.split(",") if f.strip()]
+    unknown = [f for f in asked if f not in kinds]
+    if unknown:
+        return f"unknown fault kind(s): {', '.join(unknown)} (see --list-faults)"
+    partitions = [f for f in asked if kinds[f].needs_network]
+    if partitions and not netns:
+        return (f"fault kind(s) {', '.join(dict.fromkeys(partitions))} need --netns-cluster N: "
+                f"partitions cut a network of namespaces, and brokers sharing 127.0.0.1 cannot "
+                f"be cut apart")
+    return None
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def _could_not_run(reason: str, as_json: bool) -> int:
