@@ -29,6 +29,7 @@ import re
 import threading
 import time
 from collections import defaultdict
+from typing import Any, Callable
 
 import pytest
 
@@ -111,7 +112,13 @@ class LeaderChanges:
         self.seen: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
         for p in range(partitions):
             cluster.zk.DataWatch(cluster.path(f"/brokers/topics/{topic}/partitions/{p}/state"),
-                                 lambda data, stat, p=p: self._changed(p, data))
+                                 self._watcher(p))
+
+    def _watcher(self, p: int) -> Callable[[bytes | None, Any], None]:
+        # Exactly two parameters: kazoo hands a third (the event) to a function that takes one.
+        def changed(data: bytes | None, stat: Any) -> None:
+            self._changed(p, data)
+        return changed
 
     def _changed(self, p: int, data: bytes | None) -> None:
         if not data:
@@ -126,6 +133,8 @@ class LeaderChanges:
         """Assert the invariant; returns how many leader changes were seen."""
         changes = 0
         with self._lock:
+            assert sorted(self.seen) == list(range(len(self.seen))) and self.seen, \
+                f"partition states watched: {sorted(self.seen, key=str)}"
             for p, entries in self.seen.items():
                 last_leader_epoch, last_ctl_epoch = -1, -1
                 for leader_epoch, ctl_epoch, _ in entries:
