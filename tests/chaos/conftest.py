@@ -61,7 +61,9 @@ def cluster(tmp_path, request):
     ZK_SESSION_MS ZooKeeper sessions unless the test is marked zk_session_ms(ms)."""
     marker = request.node.get_closest_marker("zk_session_ms")
     session_ms = int(marker.args[0]) if marker else ZK_SESSION_MS
-    c = Cluster(tmp_path / "cluster", brokers=3, zookeeper_session_timeout_ms=session_ms)
+    # A ZooKeeper of its own: a chaos test may fault it.
+    c = Cluster(tmp_path / "cluster", brokers=3, zookeeper_session_timeout_ms=session_ms,
+                own_zookeeper=True)
     c.start()
     try:
         yield c

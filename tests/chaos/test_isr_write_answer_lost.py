@@ -29,7 +29,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 def proxied_cluster(tmp_path):
     """3 brokers whose ZooKeeper traffic goes through a ZkAnswerDropper."""
     dropper = ZkAnswerDropper()
-    c = Cluster(tmp_path / "cluster", brokers=3,
+    c = Cluster(tmp_path / "cluster", brokers=3, own_zookeeper=True,
                 overrides={"zookeeper.connect": dropper.connect_string(CHROOT)})
     dropper.target = ("127.0.0.1", c.zookeeper.port)
     c.start()

@@ -106,7 +106,7 @@ def test_cluster_reads_kafka_zk_paths_under_its_chroot(tmp_path):
     """The Cluster's views of ZooKeeper, on znodes written by hand as Kafka's ZK mode writes
     them (no broker started), and the broker configs it generates."""
     c = Cluster(tmp_path, brokers=2, overrides={"num.partitions": "4"},
-                broker_overrides={1: {"broker.rack": "r1"}})
+                broker_overrides={1: {"broker.rack": "r1"}}, own_zookeeper=True)
     props = [dict(line.split("=", 1) for line in b.config_path.read_text().splitlines())
              for b in c.brokers]
     assert [p["broker.id"] for p in props] == ["0", "1"]
@@ -152,7 +152,7 @@ def test_cluster_reads_kafka_zk_paths_under_its_chroot(tmp_path):
 @needs_zookeeper
 @pytest.mark.skipif(not CLUSTER_MODE, reason="cluster mode not built yet (zkcoord/zookeeper.py, used by the broker)")
 def test_cluster_brokers_register_expire_and_come_back(tmp_path):
-    with Cluster(tmp_path, brokers=3).start(wait_for_controller=CONTROLLER) as c:
+    with Cluster(tmp_path, brokers=3, own_zookeeper=True).start(wait_for_controller=CONTROLLER) as c:
         assert c.wait_for_brokers(3) == [0, 1, 2]
         assert len(c.bootstrap.split(",")) == 3
         reg = c.broker_registration(1)

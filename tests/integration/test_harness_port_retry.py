@@ -92,7 +92,7 @@ def test_a_broker_failing_for_another_reason_is_not_started_again(tmp_path):
 
 @pytest.mark.skipif(not zookeeper_available(), reason="ZooKeeper not installed (apt-get install -y zookeeper)")
 def test_a_cluster_whose_zookeeper_and_broker_ports_were_taken_starts(tmp_path):
-    c = Cluster(tmp_path, brokers=1)
+    c = Cluster(tmp_path, brokers=1, own_zookeeper=True)
     zk_port, broker_port = c.zookeeper.port, c.broker(0).port
     with occupy(zk_port, listen=True), occupy(broker_port, listen=False), c.start(timeout=60):
         assert c.zookeeper.port != zk_port and c.broker(0).port != broker_port

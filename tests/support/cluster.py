@@ -1,7 +1,10 @@
-"""A real strom cluster for integration and fault tests: one ZooKeeper server
-(`ZooKeeperProcess`) and N broker processes (`BrokerProcess`) on free loopback ports, each
-with its own directory under `workdir`, and kazoo to look at what the cluster wrote to
-ZooKeeper (Kafka's ZK-mode paths under the chroot /strom).
+"""A real strom cluster for integration and fault tests: a ZooKeeper server and N broker
+processes (`BrokerProcess`) on free loopback ports, each with its own directory under
+`workdir`, and kazoo to look at what the cluster wrote to ZooKeeper (Kafka's ZK-mode paths
+under the chroot, `self.chroot`). The ZooKeeper server is the test run's shared one
+(zk_process.SharedZooKeeper, the chroot then /strom-<unique>, deleted at stop) unless
+`own_zookeeper=True` (a `ZooKeeperProcess` of its own, chroot /strom), which a test that stops,
+pauses or restarts ZooKeeper asks for.
 
     with Cluster(tmp_path, brokers=3) as c:          # start(): ZooKeeper, brokers, registration
         c.bootstrap                                  # "127.0.0.1:p0,127.0.0.1:p1,127.0.0.1:p2"
@@ -27,19 +30,22 @@ import logging
 import os
 import signal
 import time
+import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from clients.aio.errors import KafkaClientError
 from clients.protocol.errors import KafkaError
 from tests.support.broker_process import BrokerProcess
-from tests.support.zk_process import ZooKeeperProcess
+from tests.support.zk_process import SharedZooKeeper, ZooKeeperProcess
 
 if TYPE_CHECKING:
     from broker.testing.netns import Network
 
 T = TypeVar("T")
 CHROOT = "/strom"
+# STROM_TEST_SHARED_ZOOKEEPER=0: every cluster starts a ZooKeeper of its own.
+SHARE_ZOOKEEPER = os.environ.get("STROM_TEST_SHARED_ZOOKEEPER", "1") != "0"
 ZK_HOST = "zk"              # ZooKeeper's host name in a `network`
 
 
@@ -55,7 +61,8 @@ class Cluster:
                  zookeeper_session_timeout_ms: int = 6000,
                  replica_lag_time_max_ms: int = 3000,
                  broker_overrides: dict[int, dict[str, str]] | None = None,
-                 chroot: str = CHROOT, client_security: Any = None, network: "Network | None" = None):
+                 chroot: str = CHROOT, client_security: Any = None, network: "Network | None" = None,
+                 own_zookeeper: bool = False):
         if brokers < 1:
             raise ValueError("a cluster needs at least one broker")
         self.network = network
@@ -66,7 +73,14 @@ class Cluster:
         # ZooKeeper expires sessions on tickTime boundaries, adding up to one tick to every
         # failure detection; a 500 ms tick keeps detection close to the session timeout
         # (minSessionTimeout = 2 ticks = 1 s, well below the brokers' timeout).
-        self.zookeeper = ZooKeeperProcess(self.workdir / "zookeeper", tick_time_ms=500)
+        # The run's shared server unless the test faults ZooKeeper (own_zookeeper), runs it in
+        # a network namespace, or STROM_TEST_SHARED_ZOOKEEPER=0; on it, a chroot of its own.
+        self.zookeeper: Any
+        if own_zookeeper or network is not None or not SHARE_ZOOKEEPER:
+            self.zookeeper = ZooKeeperProcess(self.workdir / "zookeeper", tick_time_ms=500)
+        else:
+            self.zookeeper = SharedZooKeeper.lease()
+            self.chroot = f"{chroot}-{uuid.uuid4().hex[:12]}"
         if network is not None:
             self.zookeeper.host = network.ip(ZK_HOST)
             self.zookeeper.command_prefix = network.command(ZK_HOST, [])
@@ -179,8 +193,18 @@ class Cluster:
                 b.stop()
             except Exception:   # keep stopping the others
                 logging.getLogger(__name__).exception("stopping broker %s", b.broker_id)
+        if getattr(self.zookeeper, "shared", False):
+            self._delete_chroot()
         self._close_zk()
         self.zookeeper.stop()
+
+    def _delete_chroot(self) -> None:
+        """On the shared server: this cluster's znodes go with it (the server's memory is
+        every test's)."""
+        try:
+            self.zk.delete(self.chroot, recursive=True)
+        except Exception:   # gone already, or the server is: nothing more to free
+            logging.getLogger(__name__).debug("deleting %s", self.chroot, exc_info=True)
 
     def __enter__(self) -> "Cluster":
         return self.start()

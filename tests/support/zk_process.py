@@ -140,3 +140,89 @@ class ZooKeeperProcess(ZooKeeperServer):
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class SharedZooKeeper:
+    """One ZooKeeper server for every cluster of the test run that does not fault it: a
+    Cluster on it (`lease()`) gets a chroot of its own and deletes it when it stops, so a
+    cluster costs no JVM start (about a second of wall time and more of CPU each, several
+    hundred times per suite run). The server starts on first use and stops at exit. Clusters
+    that stop, pause or restart ZooKeeper take their own (Cluster(own_zookeeper=True))."""
+
+    _server: ZooKeeperProcess | None = None
+    _workdir: str | None = None
+
+    @classmethod
+    def server(cls) -> ZooKeeperProcess:
+        if cls._server is None or not cls._server.running:
+            import atexit
+            import tempfile
+            if cls._workdir is None:
+                cls._workdir = tempfile.mkdtemp(prefix="strom-shared-zookeeper-")
+                atexit.register(cls._close)
+            cls._server = ZooKeeperProcess(Path(cls._workdir), tick_time_ms=500)
+            cls._server.start()
+        return cls._server
+
+    @classmethod
+    def _close(cls) -> None:
+        if cls._server is not None:
+            cls._server.stop()
+        if cls._workdir is not None:
+            shutil.rmtree(cls._workdir, ignore_errors=True)
+
+    @classmethod
+    def lease(cls) -> "ZooKeeperLease":
+        return ZooKeeperLease()
+
+
+class ZooKeeperLease:
+    """What a Cluster sees of the shared server: start (it runs), stop (it keeps running),
+    its address and log; a fault of it would reach every other test, so those refuse."""
+
+    shared = True
+
+    def __init__(self) -> None:
+        self._server: ZooKeeperProcess | None = None
+
+    def _running_server(self) -> ZooKeeperProcess:
+        if self._server is None:
+            self._server = SharedZooKeeper.server()
+        return self._server
+
+    def start(self, timeout: float = 30.0) -> "ZooKeeperLease":
+        self._server = SharedZooKeeper.server()
+        return self
+
+    def stop(self, timeout: float = 10.0) -> int | None:
+        return None
+
+    @property
+    def running(self) -> bool:
+        return self._running_server().running
+
+    @property
+    def host(self) -> str:
+        return self._running_server().host
+
+    @property
+    def port(self) -> int:
+        return self._running_server().port
+
+    @property
+    def connect(self) -> str:
+        return self._running_server().connect
+
+    @property
+    def pid(self) -> int | None:
+        return self._running_server().pid
+
+    def output(self) -> str:
+        return self._running_server().output()
+
+    def _refuse(self, *args: object, **kw: object) -> None:
+        raise RuntimeError("this cluster shares the test run's ZooKeeper: a test that stops, "
+                           "pauses or restarts ZooKeeper makes its cluster with "
+                           "Cluster(own_zookeeper=True)")
+
+    restart = sigstop = sigcont = kill9 = _refuse
