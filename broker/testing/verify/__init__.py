@@ -7,6 +7,8 @@ the delivery checker strom's fault tests use too (one implementation).
 - `local_cluster`: the brokers of a local strom cluster by their pid files (kill -9, SIGSTOP,
   SIGCONT, start again).
 - `faults`: the fault kinds (a registry: `register`) and the schedule that injects them.
+- `netns_cluster`: the cluster `--netns-cluster N` starts itself, ZooKeeper and each broker in
+  a network namespace of its own; `partition_faults`: the network partitions cut in it.
 - `summary`: the table, JSON and exit code of a run.
 - `cli`: the `strom-verify` command (`bin/strom-verify.sh`).
 """

@@ -33,8 +33,8 @@ def hosts(ctx: FaultContext, kind: str) -> NetnsCluster:
 
 
 class Roles:
-    """A random partition with a leader whose followers all run: the partition, its leader
-    and its followers (replica order)."""
+    """A random partition with a leader whose followers all run: the partition, its leader,
+    its followers (replica order) and one of them drawn."""
 
     def __init__(self, ctx: FaultContext):
         running = set(ctx.running_brokers())
@@ -47,6 +47,7 @@ class Roles:
         self.partition = part.partition
         self.leader = part.leader
         self.followers = [r for r in part.replicas if r != part.leader]
+        self.follower = ctx.rng.choice(self.followers)
 
 
 class PartitionFault(Fault):
@@ -113,10 +114,9 @@ class IsolateFollower(PartitionFault):
 
     def cut(self, ctx: FaultContext, net: NetnsCluster) -> str:
         roles = Roles(ctx)
-        follower = ctx.rng.choice(roles.followers)
         self.partition, self.witness = roles.partition, roles.leader
-        net.network.isolate(net.host_of(follower))
-        return (f"follower {follower} of partition {roles.partition} (leader {roles.leader}) cut "
+        net.network.isolate(net.host_of(roles.follower))
+        return (f"follower {roles.follower} of partition {roles.partition} (leader {roles.leader}) cut "
                 f"from ZooKeeper and the other brokers")
 
 
@@ -132,8 +132,11 @@ class CutControllerZk(PartitionFault):
         self.controller = -1
 
     def cut(self, ctx: FaultContext, net: NetnsCluster) -> str:
-        self.controller = ctx.view.until("a controller", lambda: ctx.view.controller() + 1,
-                                         ctx.heal_timeout) - 1
+        def known() -> tuple[int] | None:
+            controller = ctx.view.controller()
+            return (controller,) if controller >= 0 else None
+
+        self.controller = ctx.view.until("a controller", known, ctx.heal_timeout)[0]
         self.witness = next(b for b in ctx.cluster.broker_ids() if b != self.controller)
         net.network.cut(net.host_of(self.controller), ZK_HOST)
         return f"controller {self.controller} cut from ZooKeeper (it still reaches the brokers)"
@@ -154,8 +157,8 @@ class OneWay(PartitionFault):
 
     def cut(self, ctx: FaultContext, net: NetnsCluster) -> str:
         roles = Roles(ctx)
-        follower = ctx.rng.choice(roles.followers)
-        src, dst = (roles.leader, follower) if ctx.rng.random() < 0.5 else (follower, roles.leader)
+        src, dst = ((roles.leader, roles.follower) if ctx.rng.random() < 0.5
+                    else (roles.follower, roles.leader))
         self.partition, self.witness = roles.partition, roles.leader
         net.network.cut_one_way(net.host_of(src), net.host_of(dst))
         return (f"broker {src}'s packets to broker {dst} dropped, the other way open (partition "
@@ -170,7 +173,7 @@ class Bridge(PartitionFault):
 
     def cut(self, ctx: FaultContext, net: NetnsCluster) -> str:
         roles = Roles(ctx)
-        middle = ctx.rng.choice(roles.followers)
+        middle = roles.follower
         far = [b for b in ctx.cluster.broker_ids() if b not in (roles.leader, middle)]
         self.partition, self.witness = roles.partition, far[0]
         net.network.bridge([net.host_of(roles.leader)], net.host_of(middle),
