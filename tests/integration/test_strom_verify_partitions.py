@@ -8,6 +8,7 @@ everything back and removes the cluster and its namespaces.
   and nothing acknowledged is lost, duplicated, reordered or conflicting: exit 0. Short form:
   one round of the six kinds; `--long`: five rounds, longer cuts.
 - Nothing is left behind: no namespace of the run, no process of its cluster.
+- With acks=1 the same leader cut loses what the cut-off leader acknowledged alone: exit 1.
 - Partition kinds on a cluster that is not strom-verify's own, or --netns-cluster without root,
   end in one line.
 
@@ -121,6 +122,28 @@ def test_partition_faults_and_kill9_on_a_netns_cluster_lose_nothing(tmp_path, lo
     assert (data / "broker-0" / "broker.log").stat().st_size > 0
     print(f"short form: {took:.1f}s for {sum(faults_done(out).values())} faults" if not long_run
           else f"long form: {took:.1f}s for {sum(faults_done(out).values())} faults")
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_a_cut_off_leader_acknowledging_alone_with_acks_1_loses_records_and_exits_1(tmp_path):
+    """The same cut with acks=1: the deposed leader, which the producer still reaches, goes on
+    acknowledging what it alone appends; the majority elects another leader, and at the heal
+    the old one truncates all of it. The check sees it because clients are not cut."""
+    require_cluster_prerequisites()
+    done, took, pid = run_verify(
+        ["--netns-cluster", "3", "--acks", "1", "--partitions", "1", "--faults", "isolate-leader",
+         "--fault-rounds", "1", "--fault-interval", "1", "--fault-duration", "3", "--duration", "3",
+         *[arg for p in BROKER_PROPERTIES for arg in ("--broker-property", p)]], timeout=240)
+    out = done.stdout
+    assert done.returncode == 1, out + done.stderr
+    counts = counts_of(out)
+    assert counts["lost"] >= 100, out              # ~3 s at 200 records/s went to the cut leader
+    assert faults_done(out) == {"isolate-leader": 1}, out
+    assert "result: FAILED" in out and "acked at 0/" in out
+    names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert f"strom-{pid}-" not in names, names
+    print(f"unsafe run: {took:.1f}s, {counts['lost']} of {counts['acknowledged']} acknowledged lost")
 
 
 @pytest.mark.parametrize("argv, message", [
