@@ -44,6 +44,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from broker.testing.netns import NetnsUnavailable, unavailable_reason
 from broker.testing.verify import summary
 from broker.testing.verify.checker import Checker
 from broker.testing.verify.cluster_view import TRANSIENT, ClusterView
@@ -51,7 +52,6 @@ from broker.testing.verify.faults import FaultContext, FaultSchedule, fault_kind
 from broker.testing.verify.local_cluster import ClusterError, LocalCluster, open_cluster
 from broker.testing.verify.netns_cluster import MAX_BROKERS, MIN_BROKERS, NetnsCluster
 from broker.testing.verify.workload import RateProducer, read_back
-from broker.testing.netns import NetnsUnavailable, unavailable_reason
 from broker.testing.zookeeper import ZooKeeperUnavailable
 from clients.command_line import CliError, ToolParser, describe_error, wait_reachable
 from clients.properties import ConfigError, read_properties
@@ -216,7 +216,7 @@ class Run:
                                            self.say)
             except (NetnsUnavailable, ZooKeeperUnavailable, ValueError) as e:
                 raise CouldNotRun(f"--netns-cluster: {e}") from None
-            except (RuntimeError, TimeoutError) as e:
+            except (ClusterError, RuntimeError, TimeoutError) as e:
                 raise CouldNotRun(f"--netns-cluster did not start: {describe_error(e)}") from None
             try:
                 yield hosts
