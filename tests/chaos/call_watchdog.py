@@ -56,5 +56,6 @@ class CallWatchdog:
                       f"being its timeout (librdkafka #5456/#5511?); exiting for a restart", flush=True)
                 os._exit(EXIT_CODE)
             if blocked >= REPORT_EVERY_S and now - reported_at.get(current, started) >= REPORT_EVERY_S:
-                print(f"{self.prefix}: stalled {blocked:.0f} s in {name} (timeout {timeout_s:.0f} s)", flush=True)
+                print(f"{self.prefix}: stalled {blocked:.0f} s in {name} at {time.strftime('%H:%M:%S')} "
+                      f"(timeout {timeout_s:.0f} s)", flush=True)
                 reported_at = {current: now}

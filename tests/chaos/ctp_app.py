@@ -65,7 +65,8 @@ class StallReport:
         cgrp = self.stats.get("cgrp", {})
         parts = self.stats.get("topics", {}).get("in", {}).get("partitions", {})
         assigned = sorted(tp.partition for tp in consumer.assignment())
-        offsets = {tp.partition: tp.offset for tp in committed}
+        # An offset whose transaction is not decided yet comes back as -1001 with an error.
+        offsets = {tp.partition: f"{tp.offset}" + (f"/{tp.error.name()}" if tp.error else "") for tp in committed}
         fields = []
         for p in range(self.partitions):
             st = parts.get(str(p), {})
@@ -74,7 +75,7 @@ class StallReport:
                           f"next={st.get('next_offset')} app={st.get('app_offset')} fetchq={st.get('fetchq_cnt')} "
                           f"committed={offsets.get(p)} seen_hi={st.get('hi_offset')} seen_ls={st.get('ls_offset')} "
                           f"hw={hw} lso={lso}")
-        return (f"ctp_app: stalled {stalled_s:.0f} s: group state={cgrp.get('state')} join={cgrp.get('join_state')} "
+        return (f"ctp_app: stalled {stalled_s:.0f} s at {time.strftime('%H:%M:%S')}: group state={cgrp.get('state')} join={cgrp.get('join_state')} "
                 f"rebalances={cgrp.get('rebalance_cnt')} last_reason={cgrp.get('rebalance_reason')!r} "
                 f"assigned={assigned}; " + "; ".join(fields) + f"; last errors {self.errors or 'none'}")
 

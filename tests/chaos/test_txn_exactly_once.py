@@ -36,7 +36,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 # for a restart, see call_watchdog.py): short in the short form, so that such a restart costs
 # 20 s of its budget rather than 35.
 SHORT = {"per_partition": 3000, "max_batch": 200, "pace": 0.0, "txn_timeout": 15}
-LONG = {"per_partition": 10000, "max_batch": 100, "pace": 0.1, "txn_timeout": 30}
+LONG = {"per_partition": 10000, "max_batch": 100, "pace": 0.5, "txn_timeout": 30}
 
 
 def test_consume_transform_produce_is_exactly_once_under_kill9(cluster, tmp_path, long_run):
