@@ -42,9 +42,9 @@ def zookeeper_missing() -> str | None:
     return None
 
 
-def four_letter_word(port: int, word: str, timeout: float = 1.0) -> str:
-    """ZooKeeper's answer to a four-letter command (`srvr`, `ruok`...) on 127.0.0.1:port."""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+def four_letter_word(port: int, word: str, timeout: float = 1.0, host: str = "127.0.0.1") -> str:
+    """ZooKeeper's answer to a four-letter command (`srvr`, `ruok`...) on host:port."""
+    with socket.create_connection((host, port), timeout=timeout) as s:
         s.sendall(word.encode())
         chunks = []
         while data := s.recv(65536):
@@ -53,11 +53,14 @@ def four_letter_word(port: int, word: str, timeout: float = 1.0) -> str:
 
 
 class ZooKeeperNode:
-    """A standalone ZooKeeper server in `workdir`; `tick_ms` is its tickTime."""
+    """A standalone ZooKeeper server in `workdir`; `tick_ms` is its tickTime. It listens on
+    `host` (loopback unless set) and runs `command_prefix` + java (e.g. `ip netns exec NS`)."""
 
     def __init__(self, workdir: Path, tick_ms: int = 500):
         self.workdir = Path(workdir)
         self.tick_ms = tick_ms
+        self.host = "127.0.0.1"
+        self.command_prefix: list[str] = []
         self.port = free_port()
         self.log_path = self.workdir / "zookeeper.log"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -66,7 +69,7 @@ class ZooKeeperNode:
 
     @property
     def connect(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def _write_config(self) -> Path:
         conf = self.workdir / "conf"
@@ -74,7 +77,7 @@ class ZooKeeperNode:
         cfg = conf / "zoo.cfg"
         cfg.write_text("".join(f"{k}={v}\n" for k, v in {
             "tickTime": self.tick_ms, "dataDir": self.workdir / "data", "clientPort": self.port,
-            "clientPortAddress": "127.0.0.1", "maxClientCnxns": 0, "admin.enableServer": "false",
+            "clientPortAddress": self.host, "maxClientCnxns": 0, "admin.enableServer": "false",
             "4lw.commands.whitelist": "*", "forceSync": "no", "preAllocSize": 64,
         }.items()))
         (conf / "simplelogger.properties").write_text(
@@ -93,7 +96,9 @@ class ZooKeeperNode:
         if self._log is None:
             self._log = open(self.log_path, "ab")
         self._log_start = self._log.tell()
-        self.proc = subprocess.Popen(["java", *JVM_FLAGS, "-cp", ":".join(classpath), MAIN_CLASS, str(cfg)],
+        java = shutil.which("java") or "java"
+        self.proc = subprocess.Popen([*self.command_prefix, java, *JVM_FLAGS, "-cp", ":".join(classpath),
+                                      MAIN_CLASS, str(cfg)],
                                      cwd=self.workdir, stdin=subprocess.DEVNULL, stdout=self._log,
                                      stderr=subprocess.STDOUT, start_new_session=True)
 
@@ -112,7 +117,7 @@ class ZooKeeperNode:
                     continue
                 raise RuntimeError(f"ZooKeeper exited with {self.proc.returncode}:\n{self.output()[-3000:]}")
             try:
-                if "Mode:" in four_letter_word(self.port, "srvr"):
+                if "Mode:" in four_letter_word(self.port, "srvr", host=self.host):
                     return
             except OSError:
                 pass

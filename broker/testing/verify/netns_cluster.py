@@ -25,7 +25,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -38,8 +37,7 @@ from broker.testing.cluster import TEST_DEFAULTS
 from broker.testing.netns import Network
 from broker.testing.probe import METADATA_VERSION, request
 from broker.testing.verify.local_cluster import PidFileCluster
-from broker.testing.zookeeper import (JVM_FLAGS, MAIN_CLASS, SLF4J_SIMPLE_JAR, ZOOKEEPER_JAR,
-                                      ZooKeeperNode, ZooKeeperUnavailable, zookeeper_missing)
+from broker.testing.zookeeper import ZooKeeperNode
 
 ZK_HOST = "zk"
 ZK_PORT = 2181
@@ -74,57 +72,8 @@ class HostedZooKeeper(ZooKeeperNode):
         super().__init__(workdir)
         self.network = network
         self.port = ZK_PORT             # the namespace's ports are all free
-
-    @property
-    def connect(self) -> str:
-        return f"{self.network.ip(ZK_HOST)}:{self.port}"
-
-    def _write_config(self) -> Path:
-        cfg = super()._write_config()
-        cfg.write_text(cfg.read_text().replace("clientPortAddress=127.0.0.1",
-                                               f"clientPortAddress={self.network.ip(ZK_HOST)}"))
-        return cfg
-
-    def launch(self) -> None:
-        """ZooKeeperNode.launch's command inside the host: `ip netns exec` execs the JVM."""
-        missing = zookeeper_missing()
-        if missing:
-            raise ZooKeeperUnavailable(missing)
-        cfg = self._write_config()
-        classpath = [str(cfg.parent), str(ZOOKEEPER_JAR)]
-        if SLF4J_SIMPLE_JAR.is_file():
-            classpath.append(str(SLF4J_SIMPLE_JAR))
-        if self._log is None:
-            self._log = open(self.log_path, "ab")
-        java = shutil.which("java") or "java"
-        self.proc = subprocess.Popen(
-            self.network.command(ZK_HOST, [java, *JVM_FLAGS, "-cp", ":".join(classpath),
-                                           MAIN_CLASS, str(cfg)]),
-            cwd=self.workdir, stdin=subprocess.DEVNULL, stdout=self._log,
-            stderr=subprocess.STDOUT, start_new_session=True)
-
-    def wait_ready(self, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            assert self.proc is not None
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"ZooKeeper exited with {self.proc.returncode}:\n"
-                                   f"{self.output()[-3000:]}")
-            if "Mode:" in self._ask("srvr"):
-                return
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"ZooKeeper on {self.connect} does not serve after "
-                                   f"{timeout:g}s:\n{self.output()[-3000:]}")
-            time.sleep(0.05)
-
-    def _ask(self, word: str) -> str:
-        """A four-letter word's answer over the switch, '' when nothing answers."""
-        try:
-            with socket.create_connection((self.network.ip(ZK_HOST), self.port), timeout=1.0) as s:
-                s.sendall(word.encode())
-                return b"".join(iter(lambda: s.recv(65536), b"")).decode(errors="replace")
-        except OSError:
-            return ""
+        self.host = network.ip(ZK_HOST)
+        self.command_prefix = network.command(ZK_HOST, [])
 
 
 class PartitionSight(NamedTuple):
