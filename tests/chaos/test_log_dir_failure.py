@@ -1,11 +1,13 @@
 """A log dir that fails under a running broker (KIP-112): 3 brokers with 2 log dirs each, an
 idempotent acks=all producer feeding the chaos checker, and one dir of a leader made to fail.
 
-The failure is real, not simulated: the dir is a small tmpfs mounted for the test, and it is
-filled to the last byte, so the broker's next write there gets ENOSPC from the kernel (Kafka
-treats any IOException of a log dir, disk full included, as the dir's failure). Tests run as
-root here, so permissions cannot make a dir fail; a tmpfs needs root to mount (skipped
-otherwise).
+The failure is real, not simulated: the dir is a small tmpfs mounted for the test, and it
+turns read-only under the broker as a disk does when its file system meets errors (ext4's
+errors=remount-ro): an empty read-only tmpfs is mounted over it, so the broker's next file
+created or renamed there (its periodic checkpoints, a segment roll) gets EROFS from the
+kernel. (A full disk is not a failed one: strom answers KAFKA_STORAGE_ERROR and goes on once
+there is space, tests/chaos/test_disk_full.py.) Tests run as root here, so permissions cannot
+make a dir fail; a tmpfs needs root to mount (skipped otherwise).
 
 What the broker does alone (always tested): the dir goes offline (DescribeLogDirs answers
 KAFKA_STORAGE_ERROR for it), produce to its partitions answers KAFKA_STORAGE_ERROR, the other
@@ -18,7 +20,6 @@ Short form: about 3 s of load after the failure. `--long`: 20 s.
 """
 from __future__ import annotations
 
-import errno
 import os
 import subprocess
 import time
@@ -44,7 +45,8 @@ RATE = 2000             # records/s: enough load, and a read-back of seconds
 
 
 class Tmpfs:
-    """A small tmpfs mounted at `path` (root only); `fill()` uses up its last byte."""
+    """A small tmpfs mounted at `path` (root only); `fail()` turns it read-only under the
+    processes using it."""
 
     def __init__(self, path: Path, size: int = TMPFS_BYTES):
         self.path = path
@@ -54,23 +56,16 @@ class Tmpfs:
         if done.returncode != 0:
             pytest.skip(f"cannot mount a tmpfs to fail a log dir on (needs root): {done.stderr.strip()}")
 
-    def fill(self) -> None:
-        fd = os.open(self.path / "ballast", os.O_WRONLY | os.O_CREAT, 0o644)
-        chunk = b"\0" * (1 << 16)
-        try:
-            while True:
-                try:
-                    os.write(fd, chunk)
-                except OSError as e:
-                    assert e.errno == errno.ENOSPC, e
-                    if len(chunk) == 1:
-                        return
-                    chunk = chunk[:len(chunk) // 2]
-        finally:
-            os.close(fd)
+    def fail(self) -> None:
+        """An empty read-only tmpfs over the dir: files open already keep writing to the
+        hidden one, anything opened, created or renamed by path fails with EROFS."""
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(self.path)],
+                       check=True, capture_output=True)
+        self.mounts = 2
 
     def unmount(self) -> None:
-        subprocess.run(["umount", "-l", str(self.path)], capture_output=True)
+        for _ in range(getattr(self, "mounts", 1)):
+            subprocess.run(["umount", "-l", str(self.path)], capture_output=True)
 
 
 class DirFailureCluster:
@@ -85,7 +80,8 @@ class DirFailureCluster:
             ok.mkdir(parents=True, exist_ok=True)
             self.tmpfs.append(Tmpfs(failing))
             self.disks[i] = (str(ok), str(failing))
-            overrides[i] = {"log.dirs": f"{ok},{failing}"}
+            # The periodic checkpoint (60 s by default) is what meets a read-only dir first.
+            overrides[i] = {"log.dirs": f"{ok},{failing}", "log.flush.offset.checkpoint.interval.ms": "500"}
         self.cluster = Cluster(workdir / "cluster", brokers=3, zookeeper_session_timeout_ms=ZK_SESSION_MS,
                                broker_overrides=overrides)
 
@@ -148,9 +144,9 @@ def acks_all_produce(bootstrap: str, partition: int, timeout: float = 10.0) -> s
 
 
 def fail_dir(dir_cluster: DirFailureCluster, admin: AdminClient, victim: int, doomed: list[int]) -> float:
-    """Fill the victim's tmpfs under load and wait until its broker reports the dir offline;
-    returns the seconds from the disk being full to the report."""
-    dir_cluster.tmpfs[victim].fill()
+    """Fail the victim's tmpfs under load and wait until its broker reports the dir offline;
+    returns the seconds from the failure to the report."""
+    dir_cluster.tmpfs[victim].fail()
     t0 = time.monotonic()
     failing = dir_cluster.disks[victim][1]
 
@@ -186,7 +182,7 @@ def test_a_failed_log_dir_goes_offline_and_the_broker_keeps_serving_its_other_di
             producer.wait_acked(500, timeout=60)
             took = fail_dir(dir_cluster, admin, victim, doomed)
             print(f"\nbroker {victim}: log dir {dir_cluster.disks[victim][1]} reported offline {took:.2f} s "
-                  f"after its disk filled up; partitions there: {doomed}")
+                  f"after it turned read-only; partitions there: {doomed}")
             described = admin.describe_log_dirs([victim])[victim]
             assert described[dir_cluster.disks[victim][0]].error is None
             assert not any(tp.partition in doomed and tp.topic == TOPIC
@@ -229,5 +225,5 @@ def test_a_failed_log_dir_moves_its_partitions_and_nothing_acknowledged_is_lost(
     read_back(cluster.bootstrap, TOPIC, PARTITIONS, checker, timeout=60)
     report = checker.report()
     print(f"\nlog dir of broker {victim} failed: partitions {doomed} led elsewhere {moved_in:.2f} s "
-          f"after the disk filled up, {spared} still served by it; {report}")
+          f"after the disk turned read-only, {spared} still served by it; {report}")
     report.assert_ok(min_acked=1000)
