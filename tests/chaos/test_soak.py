@@ -191,6 +191,33 @@ class Soak:
         return kinds
 
 
+class SoakChecker(TimedChecker):
+    """The checker, plus acknowledgements without an offset: librdkafka acknowledges a batch
+    whose answer it never got (a request timed out during a partition) once a later batch of
+    the same idempotent producer is acknowledged, since the sequences prove it was written,
+    but it knows no offset for it. Those values must still be read back somewhere: each one
+    not read is counted lost."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.acked_unplaced: set[bytes] = set()
+        self.read_values: set[bytes] = set()
+
+    def record_acked(self, partition, offset, key, value) -> None:
+        if offset is None:
+            self.acked_unplaced.add(value)
+            self.record_sent(key, value)
+        else:
+            super().record_acked(partition, offset, key, value)
+
+    def record_read(self, partition, offset, key, value) -> None:
+        super().record_read(partition, offset, key, value)
+        self.read_values.add(value)
+
+    def unplaced_lost(self) -> list[bytes]:
+        return sorted(self.acked_unplaced - self.read_values)
+
+
 def whole(c: Cluster, full_isrs: bool) -> None:
     c.wait_for_brokers(3, timeout=WAIT_S)
     c.wait_for_controller(timeout=WAIT_S)
@@ -229,7 +256,7 @@ def run_soak(c: Cluster, disks: list[Tmpfs], rng: random.Random, long_run: bool,
     plan = [rng.choice(names) for _ in range(200)] if long_run else rng.sample(names, min(5, len(names)))
     create_topic(c, TOPIC)
     changes = LeaderChanges(c, TOPIC)
-    checker = TimedChecker()
+    checker = SoakChecker()
     totals: Counter[str] = Counter()
     recovery: dict[str, list[float]] = defaultdict(list)
     t_start = time.monotonic()
@@ -260,7 +287,11 @@ def run_soak(c: Cluster, disks: list[Tmpfs], rng: random.Random, long_run: bool,
           f"recovery (whole with full ISRs) per kind, max s: "
           f"{ {k: round(max(v), 1) for k, v in sorted(recovery.items())} }")
     print(report)
+    lost_unplaced = checker.unplaced_lost()
+    print(f"acknowledged without an offset: {len(checker.acked_unplaced)}, of them not read back: "
+          f"{len(lost_unplaced)} {lost_unplaced[:10]}")
     report.assert_ok(min_acked=200 + 50 * len(plan))
+    assert not lost_unplaced
     c.wait_until(lambda: replicas_identical(c, TOPIC), timeout=60, message="byte-identical replicas")
     print(f"replica log sizes {replica_sizes(c, TOPIC)}; leader changes seen {changes.check()}; "
           f"controller terms {assert_one_controller_per_epoch(c)}")
