@@ -47,7 +47,7 @@ from tests.chaos.conftest import ZK_SESSION_MS, ZK_SESSION_S, notable_lines
 from tests.chaos.test_controller_failover import (PARTITIONS, TimedChecker, all_in_sync, create_topic,
                                                   replica_sizes, replicas_identical)
 from tests.chaos.test_zookeeper_outage import (LeaderChanges, assert_one_controller_per_epoch,
-                                               expire_session, registered_by_new_session)
+                                               expire_session, reconnecting_zk, registered_by_new_session)
 from tests.support.cluster import Cluster
 from tests.support.tmpfs import Tmpfs
 from zkcoord.zk_registration import SESSION_FILE
@@ -254,6 +254,7 @@ def run_soak(c: Cluster, disks: list[Tmpfs], rng: random.Random, long_run: bool,
     names = sorted(kinds)
     # The short form: five different kinds, so every run meets most of them.
     plan = [rng.choice(names) for _ in range(200)] if long_run else rng.sample(names, min(5, len(names)))
+    reconnecting_zk(c)
     create_topic(c, TOPIC)
     changes = LeaderChanges(c, TOPIC)
     checker = SoakChecker()

@@ -89,6 +89,21 @@ def expire_session(cluster: Cluster, i: int, attempts: int = 5) -> int:
     raise AssertionError(f"broker {i}'s session 0x{sid:x} survived {attempts} attempts to end it")
 
 
+def reconnecting_zk(cluster: Cluster) -> None:
+    """Replace the cluster's own ZooKeeper client (its probes, the watches here) with one that
+    retries its connection at least every second, as the brokers' does (zkcoord/zk_session.py).
+    With kazoo's default the wait between attempts doubles through an outage: after one of 8 s
+    this client came back after its 10 s session had expired, and a read failed in the test.
+    (Cluster.zk itself should do this: reported to the lead.)"""
+    from kazoo.client import KazooClient
+    from kazoo.retry import KazooRetry
+    cluster._close_zk()
+    zk = KazooClient(hosts=cluster.zookeeper.connect, timeout=10.0,
+                     connection_retry=KazooRetry(max_tries=-1, delay=0.05, backoff=2, max_delay=1.0))
+    zk.start(timeout=15)
+    cluster._zk = zk
+
+
 def registered_by_new_session(cluster: Cluster, i: int, old_sid: int) -> bool:
     from kazoo.exceptions import NoNodeError
     try:
@@ -225,6 +240,7 @@ def test_zookeeper_kill9_and_restart_loses_nothing(cluster, long_run):
     rounds = 6 if long_run else 1
     rng = random.Random(24)
     topic = "zk-outage"
+    reconnecting_zk(cluster)
     create_topic(cluster, topic)
     changes = LeaderChanges(cluster, topic)
     checker = TimedChecker()
@@ -260,12 +276,16 @@ def test_zookeeper_kill9_and_restart_loses_nothing(cluster, long_run):
             ctl = cluster.wait_for_controller(timeout=30)
             producer.wait_acked(producer.acked + 300, timeout=30)
             cluster.wait_until(lambda: all_in_sync(cluster, topic), timeout=60, message="all ISRs full")
-            renewed = [i for i in range(3) if registered_by_new_session(cluster, i, sessions[i])]
-            if not renewed:
-                assert leaders(cluster, topic) == before
+            # A restarted ZooKeeper gives each session one timeout to come back: a broker that
+            # misses it (a loaded machine) registers anew, and its partitions may move. Read
+            # the leaders first: a change seen there means the old session is gone by now.
+            after = leaders(cluster, topic)
+            renewed = [i for i in range(3) if registered_by_new_session(cluster, i, sessions[i])
+                       or i not in cluster.broker_ids()]
+            assert after == before or renewed, f"leaders moved without a session lost: {before} -> {after}"
             print(f"round {r}: ZooKeeper {'frozen' if frozen else 'killed'} for {outage:.2f} s (serving again "
                   f"{t_serving - t_back:.2f} s after): acks per partition during the outage {during}; leaders "
-                  f"{before} -> {leaders(cluster, topic)}, ISRs before {isrs}; brokers registered again in new "
+                  f"{before} -> {after}, ISRs before {isrs}; brokers registered again in new "
                   f"sessions {renewed}; controller {ctl} at epoch {cluster.controller_epoch()}")
             # The cluster acts again: the controller hears a broker die and elects.
             print(f"round {r}: {kill_a_leader_and_recover(cluster, topic, producer)}")
