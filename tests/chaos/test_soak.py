@@ -74,7 +74,8 @@ def soak_cluster(workdir: Path, with_partitions: bool) -> Iterator[tuple[Cluster
         if with_partitions:
             net = Network.create(Cluster.host_names(3), extra_clients=[pf.MINORITY])
             stack.callback(net.close)
-        c = Cluster(workdir, 3, network=net, zookeeper_session_timeout_ms=ZK_SESSION_MS)
+        c = Cluster(workdir, 3, network=net, zookeeper_session_timeout_ms=ZK_SESSION_MS,
+                    own_zookeeper=True)         # the soak kills and freezes it
         disks: list[Tmpfs] = []
         for i in range(c.size):
             disks.append(stack.enter_context(Tmpfs(c.broker(i).log_dir, size=DISK_BYTES)))
