@@ -129,3 +129,15 @@ def test_json_carries_the_same_counts_and_verdict():
     assert doc["faults_done"] == {"kill9": 1}
     assert doc["exit_code"] == VIOLATION and doc["result"].startswith("FAILED")
     assert doc["examples"]["lost"] == ["v1-9 acked at 0/9, never read"]
+
+
+def test_an_ack_without_an_offset_is_lost_only_when_never_read():
+    from broker.testing.verify.checker import Checker, make_value
+    c = Checker()
+    kept, gone = make_value("p0", 0), make_value("p0", 1)
+    c.record_acked(0, None, None, kept)
+    c.record_acked(0, None, None, gone)
+    c.record_read(0, 7, None, kept)
+    report = c.report()
+    assert (report.acknowledged, report.lost, report.conflicting_offsets) == (2, 1, 0)
+    assert report.unacked_but_present == 0

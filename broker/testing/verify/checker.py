@@ -128,6 +128,10 @@ class Checker:
         self._acked_at: dict[Position, set[bytes]] = defaultdict(set)   # position -> acked values
         self._reads: dict[Position, Counter[bytes]] = defaultdict(Counter)  # position -> values read
         self._read_at: dict[bytes, set[Position]] = defaultdict(set)    # value -> positions read
+        # Acknowledged without an offset: librdkafka acknowledges a batch whose answer it never
+        # got once a later batch of the same idempotent producer is acknowledged (the sequences
+        # prove it was written), knowing no offset for it. It must be read back somewhere.
+        self._acked_unplaced: set[bytes] = set()
 
     # ---- events -------------------------------------------------------------------------
 
@@ -135,10 +139,13 @@ class Checker:
         with self._lock:
             self._sent.add(value)
 
-    def record_acked(self, partition: int, offset: int, key: bytes | None, value: bytes) -> None:
-        pos = (partition, offset)
+    def record_acked(self, partition: int, offset: int | None, key: bytes | None, value: bytes) -> None:
         with self._lock:
             self._sent.add(value)
+            if offset is None or offset < 0:
+                self._acked_unplaced.add(value)
+                return
+            pos = (partition, offset)
             self._acked[value].add(pos)
             self._acked_at[pos].add(value)
 
@@ -158,11 +165,11 @@ class Checker:
     @property
     def acked_count(self) -> int:
         with self._lock:
-            return len(self._acked)
+            return len(self._acked.keys() | self._acked_unplaced)
 
     def acked_values(self) -> set[bytes]:
         with self._lock:
-            return set(self._acked)
+            return set(self._acked) | self._acked_unplaced
 
     # ---- the report ---------------------------------------------------------------------
 
@@ -198,6 +205,11 @@ class Checker:
                     if p in self._reads else f"at {_pos(p)}: nothing read" for p in missing)
                 note("lost", f"{_show(value)} acked at {', '.join(map(_pos, missing))} but read "
                              f"at {', '.join(map(_pos, sorted(read_at)))} ({there})")
+        for value in sorted(self._acked_unplaced - self._acked.keys()):
+            if not self._read_at.get(value):
+                lost += 1
+                note("lost", f"{_show(value)} acked (no offset known), never read")
+        acked = self._acked.keys() | self._acked_unplaced
 
         duplicated = 0
         for value in sorted(self._read_at):
@@ -235,7 +247,7 @@ class Checker:
 
         unacked = 0
         for value in sorted(self._read_at):
-            if value not in self._acked:
+            if value not in acked:
                 unacked += 1
                 why = (f"failed: {self._failed[value]}" if value in self._failed else
                        "sent, no ack or failure seen" if value in self._sent else "never sent")
@@ -243,8 +255,8 @@ class Checker:
                      f"{_show(value)} at {', '.join(map(_pos, sorted(self._read_at[value])))} ({why})")
 
         return CheckReport(
-            sent=len(self._sent), acknowledged=len(self._acked),
-            failed=sum(1 for v in self._failed if v not in self._acked),
+            sent=len(self._sent), acknowledged=len(acked),
+            failed=sum(1 for v in self._failed if v not in acked),
             read_back=len(self._reads), lost=lost, duplicated=duplicated,
             out_of_order=out_of_order, conflicting_offsets=conflicting,
             unacked_but_present=unacked, examples=ex)
