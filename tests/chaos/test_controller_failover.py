@@ -73,6 +73,18 @@ def replica_sizes(cluster, topic: str, partitions: int = PARTITIONS) -> dict[int
     return {p: [len(log_bytes(cluster, i, topic, p)) for i in range(3)] for p in range(partitions)}
 
 
+def wait_identical(cluster, topic: str) -> None:
+    """Until every partition's replicas are byte-identical (60 s at most); prints their sizes
+    and how long that took."""
+    t0 = time.monotonic()
+    try:
+        cluster.wait_until(lambda: replicas_identical(cluster, topic), timeout=60,
+                           message="byte-identical replicas")
+    finally:
+        print(f"replica log sizes {replica_sizes(cluster, topic)} "
+              f"(identical after {time.monotonic() - t0:.2f} s)")
+
+
 class TimedChecker(Checker):
     """A Checker that also remembers when each partition acknowledged something, so that a
     round can report how long each partition stalled."""
@@ -170,13 +182,7 @@ def test_controller_kill9_loses_no_acked_record(cluster, long_run):
           f"{min(elections):.2f}-{max(elections):.2f} s; ack stalls: controller-led "
           f"{max(stalls_ctl):.2f} s max, others {max(stalls_other) if stalls_other else 0:.2f} s max")
     report.assert_ok(min_acked=1000)
-    t0 = time.monotonic()
-    try:
-        cluster.wait_until(lambda: replicas_identical(cluster, topic), timeout=60,
-                           message="byte-identical replicas")
-    finally:
-        print(f"replica log sizes {replica_sizes(cluster, topic)} "
-              f"(identical after {time.monotonic() - t0:.2f} s)")
+    wait_identical(cluster, topic)
     assert led_by_others_total > 0 and led_by_controller_total > 0
 
 
@@ -354,9 +360,4 @@ def test_paused_controller_is_fenced(cluster):
     report = checker.report()
     print(report)
     report.assert_ok(min_acked=1000)
-    t0 = time.monotonic()
-    try:
-        cluster.wait_until(lambda: replicas_identical(cluster, topic), timeout=60,
-                           message="byte-identical replicas")
-    finally:
-        print(f"replica log sizes {replica_sizes(cluster, topic)} (identical after {time.monotonic() - t0:.2f} s)")
+    wait_identical(cluster, topic)

@@ -37,7 +37,7 @@ from clients.protocol.errors import Code
 from tests.chaos.checker import ChaosProducer, read_back
 from tests.chaos.conftest import ZK_SESSION_S
 from tests.chaos.test_controller_failover import (PARTITIONS, TimedChecker, all_in_sync, create_topic,
-                                                  leaders, replica_sizes, replicas_identical)
+                                                  leaders, wait_identical)
 from tests.support.cluster import Cluster
 from tests.support.wire import WireClient
 from zkcoord.zk_registration import SESSION_FILE
@@ -199,12 +199,7 @@ def final_checks(cluster: Cluster, topic: str, checker: TimedChecker, producer: 
     report = checker.report()
     print(report)
     report.assert_ok(min_acked=min_acked)
-    t0 = time.monotonic()
-    try:
-        cluster.wait_until(lambda: replicas_identical(cluster, topic), timeout=60,
-                           message="byte-identical replicas")
-    finally:
-        print(f"replica log sizes {replica_sizes(cluster, topic)} (identical after {time.monotonic() - t0:.2f} s)")
+    wait_identical(cluster, topic)
     print(f"leader changes seen in ZooKeeper: {changes.check()}; controller terms "
           f"{assert_one_controller_per_epoch(cluster)}")
 
