@@ -2,7 +2,9 @@
 # Set up what the tests need (idempotent; fast when nothing changed) and run pytest.
 #   bin/run-tests.sh                      the default suite
 #   bin/run-tests.sh -q tests/unit -k x   any pytest arguments are passed through
-# Exit code: pytest's. Its 5 ("no tests collected") is a failure too, and said so.
+#   STROM_TEST_WORKERS=1 bin/run-tests.sh one pytest process (the default runs two parts: below)
+# Exit code: pytest's (the first failing part's). Its 5 ("no tests collected") is a failure
+# too, and said so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=bin/_setup.sh
@@ -37,10 +39,47 @@ if wants_containers "$@" && ! { strom_setup_containers && bin/build-image.sh; };
     fi
     say "no Docker or no strom image: the container tests will be skipped"
 fi
-say "running: $STROM_VENV/bin/python -m pytest $*"
-rc=0
-"$STROM_VENV/bin/python" -m pytest "$@" || rc=$?
-if [ "$rc" -eq 5 ]; then
-    say "pytest collected no tests (exit 5): failing"
+# Two parts (tests/conftest.py says which test goes where): the tests not marked `alone` on
+# STROM_TEST_WORKERS processes (pytest-xdist; default the cores, at most 4), then the `alone`
+# ones, which bound a time or a rate, with nothing beside them. STROM_TEST_WORKERS=1, or a
+# -n, -m or -p of your own, makes it one plain pytest run of what you asked for.
+workers="${STROM_TEST_WORKERS:-$(nproc)}"
+[ "$workers" -gt 4 ] && workers=4
+for arg in "$@"; do
+    case "$arg" in -n|-n*|--numprocesses*|--dist*|-m|-m*|-p|-p*) workers=1 ;; esac
+done
+
+run_pytest() {
+    say "running: $STROM_VENV/bin/python -m pytest $*"
+    local rc=0
+    "$STROM_VENV/bin/python" -m pytest "$@" || rc=$?
+    return "$rc"
+}
+
+started=$SECONDS
+if [ "$workers" -le 1 ]; then
+    rc=0
+    run_pytest "$@" || rc=$?
+    if [ "$rc" -eq 5 ]; then
+        say "pytest collected no tests (exit 5): failing"
+    fi
+    exit "$rc"
 fi
-exit "$rc"
+rc_parallel=0
+run_pytest -n "$workers" --dist loadgroup -m "not alone" "$@" || rc_parallel=$?
+parallel_s=$((SECONDS - started))
+rc_alone=0
+run_pytest -m alone "$@" || rc_alone=$?
+say "the parallel part ($workers workers): exit $rc_parallel in ${parallel_s}s;" \
+    "the alone part: exit $rc_alone in $((SECONDS - started - parallel_s))s; all: $((SECONDS - started))s"
+# Exit 5 is "no tests collected": fine for one part when the other ran tests.
+if [ "$rc_parallel" -eq 5 ] && [ "$rc_alone" -eq 5 ]; then
+    say "pytest collected no tests (exit 5): failing"
+    exit 5
+fi
+for rc in "$rc_parallel" "$rc_alone"; do
+    if [ "$rc" -ne 0 ] && [ "$rc" -ne 5 ]; then
+        exit "$rc"
+    fi
+done
+exit 0

@@ -134,6 +134,7 @@ def wire_acl_change(write: bool) -> tuple[str, dict[str, Any]]:
                                        "permission_type": entry["permission_type"]}]}
 
 
+@pytest.mark.alone
 def test_kafka_acls_on_one_broker_takes_effect_on_the_others_within_1s(
         cluster: Cluster, confluent_admin: AdminClient, command_config: Path) -> None:
     confluent_admin.create_topics([NewTopic(TOPIC, num_partitions=len(ASSIGNMENT),

@@ -180,6 +180,7 @@ def test_100_pipelined_requests_are_matched(broker):
     run(main())
 
 
+@pytest.mark.alone
 def test_kill9_fails_in_flight_promptly_and_pool_reconnects(broker):
     async def main() -> None:
         pool = ConnectionPool(reconnect_backoff_ms=50, reconnect_backoff_max_ms=1000)

@@ -124,6 +124,7 @@ def test_poll_reads_a_partition_beside_one_of_a_topic_that_does_not_exist(pbroke
     asyncio.run(main())
 
 
+@pytest.mark.alone
 def test_position_of_a_partition_is_not_held_up_by_a_missing_one(pbroker):
     """seek_to_beginning() of both, then position() of the existing one: it looks up that
     one, not every partition waiting for a reset (which took 60 s and raised)."""

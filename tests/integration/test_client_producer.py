@@ -179,6 +179,7 @@ def test_acks_0_and_1(shared_broker):
         Producer(bootstrap_servers=shared_broker.bootstrap, acks="1", enable_idempotence=True)
 
 
+@pytest.mark.alone
 def test_delivery_callbacks_and_flush(shared_broker):
     topic = "strom-callbacks"
     create_topic(shared_broker.bootstrap, topic, 2)

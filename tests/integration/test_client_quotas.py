@@ -97,6 +97,7 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1, rf: int = 1) ->
         admin.create_topics([NewTopic(name, partitions, rf)])
 
 
+@pytest.mark.alone
 def test_a_producer_limited_to_1_mb_per_second_beside_an_unlimited_one(broker_factory, long_run):
     seconds = 20.0 if long_run else 6.0
     b = broker_factory(WINDOWS)
@@ -134,6 +135,7 @@ def test_a_producer_limited_to_1_mb_per_second_beside_an_unlimited_one(broker_fa
     assert fast.acked >= 0.3 * solo.acked
 
 
+@pytest.mark.alone
 def test_a_fetch_quota_throttles_a_consumer(broker_factory):
     b = broker_factory(WINDOWS)
     create_topic(b.bootstrap, "quota-read")

@@ -7,9 +7,12 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
+
 from clients.aio import AsyncConsumer, AsyncProducer
 
 
+@pytest.mark.alone
 def test_subscribed_topic_created_later_is_consumed_within_seconds(broker):
     async def main() -> float:
         consumer = AsyncConsumer(bootstrap_servers=broker.bootstrap, group_id="early",

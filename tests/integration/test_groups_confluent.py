@@ -339,6 +339,7 @@ def test_static_member_restart_within_session_timeout_does_not_rebalance(broker,
         cleanup(members)
 
 
+@pytest.mark.alone
 def test_static_member_gone_past_session_timeout_is_replaced(broker, tmp_path):
     """A static member that does not come back is removed when its session expires, and
     its partitions go to the others."""

@@ -109,6 +109,7 @@ def test_the_plugin_is_installed_as_a_pytest11_entry_point(pytestconfig):
 
 @pytest.mark.parametrize("name, quiet_bound_s", [("test_with_strom_broker.py", 3.0),
                                                   ("test_with_strom_cluster.py", 10.0)])
+@pytest.mark.alone
 def test_docs_sample_runs_within_the_issues_bound(tmp_path, name, quiet_bound_s):
     """The issue: the strom_broker sample in < 3 s of wall time, the strom_cluster(3) one in
     < 10 s, measured around the user's whole `python -m pytest`."""

@@ -488,6 +488,7 @@ REFUSALS: dict[str, tuple[str, Callable[[Login, str], Refusal]]] = {
 }
 
 
+@pytest.mark.alone
 @pytest.mark.parametrize("client", CLIENTS)
 def test_wrong_password_is_refused_at_once_and_moves_no_data(
         secured: SecuredBroker, client: str, record_property: Callable[[str, Any], None]) -> None:

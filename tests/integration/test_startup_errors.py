@@ -99,6 +99,7 @@ def test_log_dir_locked_by_any_process(tmp_path):
     assert "Failed to acquire lock on file .lock in" in line
 
 
+@pytest.mark.alone
 def test_zookeeper_unreachable_after_the_connection_timeout(tmp_path):
     dead = f"127.0.0.1:{free_port()}"
     line, took = start_fails(write_config(tmp_path / "zk", zookeeper_connect=f"{dead}/strom",
@@ -129,6 +130,7 @@ def test_typoed_key_is_one_warn_line_before_the_info_lines(tmp_path):
 
 # ----------------------------------------------------- broker.id held by a ZooKeeper session
 
+@pytest.mark.alone
 @pytest.mark.skipif(not zookeeper_available(), reason="Debian's zookeeper package is not installed")
 def test_broker_id_held_by_a_session(tmp_path):
     """kill -9 and an immediate restart: the broker ends its previous run's session (one line)
@@ -227,6 +229,7 @@ def test_every_tool_refuses_zookeeper():
     assert "--zookeeper is not supported" in one_line(r)
 
 
+@pytest.mark.alone
 def test_a_listening_broker_that_does_not_answer_gets_the_whole_timeout():
     with socket.socket() as mute:       # accepts connections (the kernel does), never answers
         mute.bind(("127.0.0.1", 0))

@@ -8,6 +8,8 @@ import asyncio
 import os
 import time
 
+import pytest
+
 from broker.log import LogConfig, LogManager, checkpoints
 from clients.protocol.records import Record, build_batch
 
@@ -127,6 +129,7 @@ def test_no_checkpoint_is_written_after_close(tmp_path, monkeypatch):
     assert _hw_file(tmp_path) == ["0", "1", "t 0 4"]
 
 
+@pytest.mark.alone
 def test_producer_snapshots_are_fsynced_off_the_event_loop(tmp_path, monkeypatch):
     """A roll writes the producer snapshot at once (a truncation may need it) but leaves
     its fsync to the checkpoint thread, as Kafka's scheduler does: with many producers that

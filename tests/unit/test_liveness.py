@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import socket
 
+import pytest
+
 from zkcoord.liveness import ProcessWatch, RevivalWatch
 
 
@@ -35,6 +37,7 @@ def test_localhost_with_nothing_listening_is_death():
     assert asyncio.run(_watch_until("localhost", free_port(), 2.0))
 
 
+@pytest.mark.alone
 def test_a_listener_that_closes_is_seen_at_once():
     async def scenario() -> tuple[bool, float]:
         accepted: list[asyncio.StreamWriter] = []

@@ -65,6 +65,7 @@ class _Writer(threading.Thread):
             time.sleep(0.05)
 
 
+@pytest.mark.alone
 @pytest.mark.parametrize("exactly_once", [False, True], ids=["at-least-once", "exactly-once"])
 def test_source_task_moves_when_its_worker_is_killed(broker_factory, tmp_path, exactly_once,
                                                      long_run):
