@@ -6,10 +6,16 @@
         print(fut.result())                     # RecordMetadata(topic, partition, offset, ...)
 
 The async core runs on the producer's own I/O thread (`clients._loop.LoopThread`), like
-the sender thread of Kafka's Java client. `send` hands the record to that thread through a
-queue and returns at once with a concurrent.futures.Future of its RecordMetadata, so a
-loop of sends costs no thread round trip per record. As in Kafka's Java client, what goes
-wrong with one record is reported through its future and `on_delivery`, not raised by
+the sender thread of Kafka's Java client. As in that client, `send` serializes and appends
+the record in the caller's thread, to its partition's open batch, and returns at once with a
+concurrent.futures.Future of its RecordMetadata; a batch goes to the I/O thread whole (full,
+after linger.ms, or at flush/close), so a loop of sends costs no thread round trip and no
+queue hand-off per record. A record whose topic's metadata is not known yet, or that finds
+buffer.memory full, goes to the I/O thread on its own (which waits for either within
+max.block.ms), and so does every record after it until it is appended: one thread's
+records to a partition keep their order.
+
+As in Kafka's Java client, what goes wrong with one record is reported through its future and `on_delivery`, not raised by
 `send`: no metadata or buffer space within max.block.ms (KafkaTimeoutError), a record
 above max.request.size (MessageTooLargeError), a value the serializer refuses. `send`
 itself blocks only when 10,000 records are already waiting to be handed over (back-pressure
@@ -22,7 +28,8 @@ producer from one (that raises RuntimeError). The futures are completed on the I
 too, so `future.add_done_callback` functions run there as well.
 
 Thread-safe: any number of threads may call `send`/`flush` concurrently; records from one
-thread to one partition keep their order (the hand-off queue is first in, first out).
+thread to one partition keep their order (appends and hand-offs share one lock, and the
+hand-off queue is first in, first out).
 
 Transactions (with `transactional.id`): `init_transactions`, `begin_transaction`,
 `send_offsets_to_transaction`, `commit_transaction`, `abort_transaction` and
@@ -43,9 +50,10 @@ import time
 from typing import Any, Iterable, Mapping
 
 from clients._loop import LoopThread
+from clients.aio.accumulator import BATCH_OVERHEAD, ProducerBatch
 from clients.aio.errors import KafkaTimeoutError
 from clients.aio.producer import AsyncProducer, Headers
-from clients.types import DeliveryCallback, PreparedTransaction, RecordMetadata
+from clients.types import DeliveryCallback, PreparedTransaction, RecordMetadata, TopicPartition
 
 __all__ = ["Producer"]
 
@@ -56,6 +64,19 @@ _HANDOFF_LIMIT = 10_000  # records queued for the I/O thread before send() block
 _Handed = tuple["concurrent.futures.Future[RecordMetadata]", str, Any, Any, int | None,
                 int | None, Headers, DeliveryCallback | None, float]
 _Marker = tuple["concurrent.futures.Future[None]"]
+
+
+def _report_failure(fut: "concurrent.futures.Future[RecordMetadata]", error: Exception,
+                    on_delivery: DeliveryCallback | None) -> None:
+    """On the I/O thread: a record that could not be appended fails through its future and
+    on_delivery, as a delivery failure does."""
+    if not fut.done():
+        fut.set_exception(error)
+    if on_delivery is not None:
+        try:
+            on_delivery(error, None)
+        except Exception:
+            pass
 
 
 class RecordFuture(concurrent.futures.Future):
@@ -112,11 +133,24 @@ class Producer:
             raise
         self.config = self._core.config
         self._max_block = self._core.config["max.block.ms"] / 1000.0
-        self._handoff: collections.deque[_Handed | _Marker] = collections.deque()
-        self._handoff_lock = threading.Lock()
-        self._handoff_room = threading.Condition(self._handoff_lock)   # the queue is full
-        self._futures_lock = threading.Condition()      # shared by the RecordFutures
+        self._linger = self._core.config.ms("linger.ms")
+        # One lock for what callers' threads share with the I/O thread: the hand-off queue
+        # and the open batches of the callers' side.
+        self._lock = threading.Lock()
+        self._handoff: collections.deque[_Handed | _Marker | ProducerBatch] = collections.deque()
+        self._handoff_room = threading.Condition(self._lock)   # the queue is full
         self._draining = False  # a drain task is scheduled or running
+        # Records appended in the caller's thread (`_append_here`): each partition's open
+        # batch; bytes of records in them or handed off and not yet in the core's buffer;
+        # records handed off one by one and not yet appended. While there are any, every
+        # record goes that way too: one waiting for buffer memory is not overtaken by later
+        # ones taking the memory it waits for (Kafka's buffer pool serves waiters in order).
+        # Order itself holds either way: open batches are handed off before such a record.
+        self._open: dict[tuple[str, int], ProducerBatch] = {}
+        self._open_bytes = 0
+        self._one_by_one = 0
+        self._appends_here = self._core._txn is None
+        self._futures_lock = threading.Condition()      # shared by the RecordFutures
 
     @staticmethod
     async def _make(config: Mapping[str, Any] | None, kwargs: dict[str, Any]) -> AsyncProducer:
@@ -135,13 +169,107 @@ class Producer:
         if txn is not None:
             txn.state.check_send()      # checked again on the I/O thread, at append
         fut = RecordFuture(self._futures_lock)
+        if self._appends_here and self._append_here(fut, topic, value, key, partition,
+                                                    timestamp_ms, headers, on_delivery):
+            return fut
         # max.block.ms counts from here, not from when the I/O thread gets to the record.
-        self._hand_off((fut, topic, value, key, partition, timestamp_ms, headers, on_delivery,
-                        time.monotonic()), topic)
+        since = time.monotonic()
+        with self._lock:
+            if len(self._handoff) >= _HANDOFF_LIMIT:
+                self._wait_for_room(topic)
+            self._hand_open_batches()       # what this thread appended goes first
+            self._one_by_one += 1
+            self._push((fut, topic, value, key, partition, timestamp_ms, headers, on_delivery,
+                        since))
         return fut
 
+    def _append_here(self, fut: RecordFuture, topic: str, value: Any, key: Any,
+                     partition: int | None, timestamp_ms: int | None, headers: Headers,
+                     on_delivery: DeliveryCallback | None) -> bool:
+        """Append the record in the caller's thread, as Kafka's Java producer does, to its
+        partition's open batch here; a full batch goes to the I/O thread whole. False (the
+        record then goes to the I/O thread alone) when its topic's metadata is not known,
+        buffer.memory is full, or records handed off alone are still on their way. What
+        is wrong with the record itself is reported through its future, on the I/O thread."""
+        core = self._core
+        cluster = core._client.cluster
+        num = cluster.partition_count(topic)
+        if not num or (partition is not None and partition >= num) or self._one_by_one:
+            return False
+        try:
+            key_bytes, value_bytes, hdrs, size, ts = core._encode_parts(
+                topic, key, value, headers, timestamp_ms)
+        except Exception as e:
+            self._loop.call_soon(_report_failure, fut, e, on_delivery)
+            return True
+        acc = core._acc
+        waiter = (fut, ts, -1 if key_bytes is None else len(key_bytes),
+                  -1 if value_bytes is None else len(value_bytes), on_delivery)
+        with self._lock:
+            if self._one_by_one or self._closed:
+                return False
+            pending = acc.used + self._open_bytes
+            if pending + size > acc.buffer_memory and pending > 0:
+                return False                    # the I/O thread waits for memory
+            try:
+                sticky = partition is None and key_bytes is None and core._plain_sticky is not None
+                if sticky:
+                    # the default partitioner's sticky rule, without a call
+                    p = core._plain_sticky.get(topic)               # type: ignore[union-attr]
+                    if p is None:
+                        p = core._partitioner(topic, key, None, value, value_bytes, cluster)
+                else:
+                    p, sticky = core._choose_partition(topic, key, key_bytes, value,
+                                                       value_bytes, partition, cluster)
+            except Exception as e:
+                self._loop.call_soon(_report_failure, fut, e, on_delivery)
+                return True
+            batch_size = acc.batch_size
+            batch = self._open.get((topic, p))
+            if batch is None or not batch.has_room(size, batch_size):
+                if batch is not None:
+                    self._hand_batch(batch)
+                    batch = None
+                if sticky and core._sticky_hook is not None:
+                    # KIP-480: the sticky partition's batch is done; move on.
+                    core._sticky_hook(topic, cluster, p)
+                    p = core._partitioner(topic, key, key_bytes, value, value_bytes, cluster)
+                    batch = self._open.get((topic, p))
+                    if batch is not None and not batch.has_room(size, batch_size):
+                        self._hand_batch(batch)
+                        batch = None
+                if batch is None:
+                    now = time.monotonic()
+                    batch = ProducerBatch(TopicPartition(topic, p), now,
+                                          now + acc.delivery_timeout)
+                    self._open[(topic, p)] = batch
+                    # linger.ms from now; with 0 it goes when the I/O thread gets to it
+                    self._loop.call_soon(self._loop.loop.call_later, self._linger,
+                                         self._lingered, batch)
+            batch.add(ts, key_bytes, value_bytes, hdrs, size, waiter)
+            self._open_bytes += size
+            if batch.size >= batch_size:
+                self._hand_batch(batch)
+        return True
+
+    def _hand_batch(self, batch: ProducerBatch) -> None:
+        """With the lock held: an open batch of this side goes to the I/O thread."""
+        del self._open[batch.tp]
+        self._push(batch)
+
+    def _hand_open_batches(self) -> None:
+        """With the lock held: every open batch of this side goes to the I/O thread."""
+        for batch in list(self._open.values()):
+            self._hand_batch(batch)
+
+    def _lingered(self, batch: ProducerBatch) -> None:
+        """On the I/O thread, linger.ms after `batch` was opened: send it if still open."""
+        with self._lock:
+            if self._open.get(batch.tp) is batch:
+                self._hand_batch(batch)
+
     def _wait_for_room(self, topic: str) -> None:
-        """With the hand-off lock held: wait until the I/O thread took the queued records."""
+        """With the lock held: wait until the I/O thread took the queued records."""
         deadline = time.monotonic() + self._max_block
         while len(self._handoff) >= _HANDOFF_LIMIT:
             left = deadline - time.monotonic()
@@ -152,53 +280,47 @@ class Producer:
                     "full?)")
             self._handoff_room.wait(left)
 
-    def _hand_off(self, item: _Handed | _Marker, topic: str = "") -> None:
-        """Queue `item` for the I/O thread and make sure a drain will see it. No lock on the
-        way unless the queue is full or no drain runs (deque appends are atomic)."""
-        handoff = self._handoff
-        if len(handoff) >= _HANDOFF_LIMIT and len(item) > 1:
-            with self._handoff_lock:
-                self._wait_for_room(topic)
-        handoff.append(item)
+    def _push(self, item: "_Handed | _Marker | ProducerBatch") -> None:
+        """With the lock held: queue `item` for the I/O thread, and a drain if none runs."""
+        self._handoff.append(item)
         if not self._draining:
-            with self._handoff_lock:
-                if self._draining:
-                    return
-                self._draining = True
+            self._draining = True
             self._loop.call_soon(self._start_drain)
 
     def _start_drain(self) -> None:
         self._loop.loop.create_task(self._drain(), name="strom-producer-handoff")
 
     async def _drain(self) -> None:
-        """On the I/O thread: append handed-off records in order, all that are queued at
-        a time. A 1-tuple is a marker (flush/close waiting for what was queued before
-        it). A record whose topic's metadata is known and that finds buffer memory is
-        appended without a coroutine (`_append_now`)."""
+        """On the I/O thread: take what was handed off, in order. A ProducerBatch (records
+        appended in a caller's thread) joins the core's buffer whole; a 1-tuple is a
+        marker (flush/close waiting for what was queued before it); anything else is one
+        record, appended without a coroutine when its topic's metadata is known and buffer
+        memory is free (`_append_now`)."""
         core = self._core
         handoff = self._handoff
+        acc = core._acc
         while True:
-            if not handoff:
-                with self._handoff_lock:
-                    self._draining = False
-                # A send() that read _draining before it was cleared has appended by now:
-                # look again, and go on unless a new drain was started for it.
+            with self._lock:
                 if not handoff:
+                    self._draining = False
                     return
-                with self._handoff_lock:
-                    if self._draining:
-                        return
-                    self._draining = True
-            items = [handoff.popleft() for _ in range(len(handoff))]
-            with self._handoff_lock:
+                items = list(handoff)
+                handoff.clear()
                 self._handoff_room.notify_all()
             clock = asyncio.get_running_loop().time
+            adopted = alone = 0
             for item in items:
-                if len(item) == 1:
-                    item[0].set_result(None)
+                if type(item) is ProducerBatch:
+                    acc.adopt(item)
+                    adopted += item.size - BATCH_OVERHEAD
+                    core._wake.set()
                     continue
+                if len(item) == 1:
+                    item[0].set_result(None)   # type: ignore[union-attr]
+                    continue
+                alone += 1
                 (fut, topic, value, key, partition, timestamp_ms, headers, on_delivery,
-                 since) = item
+                 since) = item  # type: ignore[misc]
                 try:
                     num = core._client.cluster.partition_count(topic)
                     if core._started and num and (partition is None or partition < num):
@@ -214,13 +336,11 @@ class Producer:
                         await core._send(fut, topic, value, key, partition, timestamp_ms,
                                          headers, on_delivery, blocked_since=since)
                 except Exception as e:  # the record's own failure: report it, carry on
-                    if not fut.done():
-                        fut.set_exception(e)
-                    if on_delivery is not None:
-                        try:
-                            on_delivery(e, None)
-                        except Exception:
-                            pass
+                    _report_failure(fut, e, on_delivery)
+            if adopted or alone:
+                with self._lock:
+                    self._open_bytes -= adopted
+                    self._one_by_one -= alone
 
     def _check_thread(self) -> None:
         if self._loop.in_loop_thread:
@@ -232,7 +352,9 @@ class Producer:
         `timeout` seconds, then KafkaTimeoutError); returns the time left."""
         marker: concurrent.futures.Future[None] = concurrent.futures.Future()
         started = time.monotonic()
-        self._hand_off((marker,))
+        with self._lock:
+            self._hand_open_batches()
+            self._push((marker,))
         done, _ = concurrent.futures.wait([marker], timeout)
         if not done:
             raise KafkaTimeoutError(f"records sent before the call were still waiting for "

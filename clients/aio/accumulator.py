@@ -331,6 +331,17 @@ class RecordAccumulator:
         self.incomplete.add(batch)
         return batch
 
+    def adopt(self, batch: ProducerBatch) -> None:
+        """Queue a batch whose records were appended elsewhere (the sync Producer appends in
+        its callers' threads) after everything queued for its partition; its records'
+        memory is counted in use from now on."""
+        dq = self.batches.get(batch.tp)
+        if dq is None:
+            dq = self.batches[batch.tp] = deque()
+        dq.append(batch)
+        self.incomplete.add(batch)
+        self.used += batch.size - BATCH_OVERHEAD
+
     def open_batch(self, tp: TopicPartition) -> ProducerBatch | None:
         """The batch records of `tp` would be appended to now, if it is open."""
         dq = self.batches.get(tp)

@@ -384,16 +384,9 @@ class AsyncProducer(ProducerTransactions):
         record is serialized and placed, but buffer.memory is full) what
         `_append_when_memory_frees` needs. The per-record path: keep it lean."""
         cluster = self._client.cluster
-        key_ser, value_ser = self._key_ser, self._value_ser
-        key_bytes = (key if key is None and key_ser is None
-                     else key_ser(topic, key) if key_ser else _as_bytes(key, "key"))
-        value_bytes = (value if type(value) is bytes and value_ser is None
-                       else value_ser(topic, value) if value_ser else _as_bytes(value, "value"))
-        hdrs = _encoded_headers(headers) if headers else _NO_HEADERS
-        size = record_size(key_bytes, value_bytes, hdrs)
+        key_bytes, value_bytes, hdrs, size, ts = self._encode_parts(topic, key, value, headers,
+                                                                    timestamp_ms)
         acc = self._acc
-        if size + BATCH_OVERHEAD > self._max_request_size or size > acc.buffer_memory:
-            raise self._too_large(size)
         if partition is None and key_bytes is None and self._plain_sticky is not None:
             sticky = True       # the default partitioner's sticky rule, without a call
             partition = self._plain_sticky.get(topic)
@@ -402,12 +395,6 @@ class AsyncProducer(ProducerTransactions):
         else:
             partition, sticky = self._choose_partition(topic, key, key_bytes, value,
                                                        value_bytes, partition, cluster)
-        if timestamp_ms is None:
-            ts = int(time.time() * 1000)
-        elif type(timestamp_ms) is int and 0 <= timestamp_ms <= _TIMESTAMP_MAX:
-            ts = timestamp_ms
-        else:
-            ts = _checked_timestamp(timestamp_ms)
         waiter = (fut, ts, -1 if key_bytes is None else len(key_bytes),
                   -1 if value_bytes is None else len(value_bytes), on_delivery)
         if not acc.reserve(size):
@@ -416,6 +403,28 @@ class AsyncProducer(ProducerTransactions):
         self._append(topic, partition, sticky, key, key_bytes, value, value_bytes, ts, hdrs,
                      size, waiter, now, cluster, self._txn)
         return None
+
+    def _encode_parts(self, topic: str, key: Any, value: Any, headers: Headers,
+                      timestamp_ms: int | None) -> tuple[bytes | None, bytes | None, bytes, int, int]:
+        """A record's serialized key and value, encoded headers, size estimate and timestamp;
+        raises what send() raises for them (a serializer's error, TypeError, ValueError,
+        MessageTooLargeError). Any thread may call it: it reads only settings."""
+        key_ser, value_ser = self._key_ser, self._value_ser
+        key_bytes = (key if key is None and key_ser is None
+                     else key_ser(topic, key) if key_ser else _as_bytes(key, "key"))
+        value_bytes = (value if type(value) is bytes and value_ser is None
+                       else value_ser(topic, value) if value_ser else _as_bytes(value, "value"))
+        hdrs = _encoded_headers(headers) if headers else _NO_HEADERS
+        size = record_size(key_bytes, value_bytes, hdrs)
+        if size + BATCH_OVERHEAD > self._max_request_size or size > self._acc.buffer_memory:
+            raise self._too_large(size)
+        if timestamp_ms is None:
+            ts = int(time.time() * 1000)
+        elif type(timestamp_ms) is int and 0 <= timestamp_ms <= _TIMESTAMP_MAX:
+            ts = timestamp_ms
+        else:
+            ts = _checked_timestamp(timestamp_ms)
+        return key_bytes, value_bytes, hdrs, size, ts
 
     async def _append_when_memory_frees(self, record: tuple[Any, ...], since: float) -> None:
         """Wait (within max.block.ms from `since`) for the buffer memory of a record

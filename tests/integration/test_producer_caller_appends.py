@@ -1,0 +1,150 @@
+"""The sync Producer appends records in the caller's thread (clients/producer.py,
+`_append_here`): a batch goes to the I/O thread whole, when full, after linger.ms, or at
+flush/close. What must hold, against a real broker:
+
+- one thread's records to a partition keep their send order, also when some of them take
+  the other way (one at a time through the I/O thread: a topic whose metadata is not known
+  yet, buffer.memory full) and later ones could have overtaken them;
+- a batch that never fills goes out after linger.ms, without a flush;
+- records in open batches are delivered by flush() and by close();
+- several threads sending at once: every record once, each thread's in its order;
+- a record the serializer refuses fails its future and on_delivery (on the I/O thread, as
+  every delivery report), and the records around it are delivered.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import wait as wait_futures
+
+import pytest
+
+from clients.producer import Producer
+from tests.integration.test_client_producer import create_topic
+from tests.integration.test_confluent_roundtrip import consume_all as ck_consume_all
+from tests.support.broker_process import BrokerProcess
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    b = BrokerProcess(tmp_path_factory.mktemp("caller-appends")).start()
+    yield b
+    b.stop()
+
+
+def offsets(futs) -> list[int]:
+    return [f.result(30).offset for f in futs]
+
+
+def test_records_behind_one_that_waits_for_metadata_keep_their_order(broker):
+    create_topic(broker.bootstrap, "order-known", 1)
+    with Producer(bootstrap_servers=broker.bootstrap, linger_ms=1000) as p:
+        p.partitions_for("order-known")
+        first = [p.send("order-known", b"a%d" % i, partition=0) for i in range(300)]
+        # A topic the producer has no metadata for: this record waits on the I/O thread;
+        # the records after it must not overtake it into order-known's batches.
+        unknown = p.send("order-new", b"x")
+        assert p._one_by_one >= 1, "the record did not take the way through the I/O thread"
+        second = [p.send("order-known", b"b%d" % i, partition=0) for i in range(300)]
+        p.flush(30)
+        got = offsets(first) + offsets(second)
+        assert got == list(range(600)), got[:5]
+        assert unknown.result(30).offset == 0
+
+
+def test_records_past_a_full_buffer_keep_their_order_and_all_arrive(broker):
+    create_topic(broker.bootstrap, "order-memory", 2)
+    n = 30_000
+    # 200 KiB of buffer for ~4 MB of records: appends here and waits for memory alternate.
+    with Producer(bootstrap_servers=broker.bootstrap, buffer_memory=200 * 1024,
+                  batch_size=16384, linger_ms=5) as p:
+        p.partitions_for("order-memory")
+        futs = [p.send("order-memory", b"%06d" % i + b"." * 100, partition=i % 2)
+                for i in range(n)]
+        p.flush(60)
+        by_partition: dict[int, list[tuple[int, int]]] = {0: [], 1: []}
+        for i, f in enumerate(futs):
+            md = f.result(30)
+            by_partition[md.partition].append((md.offset, i))
+    for part, pairs in by_partition.items():
+        assert [o for o, _ in pairs] == list(range(n // 2)), f"partition {part}: offsets out of order"
+        assert [i for _, i in pairs] == list(range(part, n, 2))
+    assert sorted(int(r.value[:6]) for r in ck_consume_all(broker.bootstrap, "order-memory", 2, n)) \
+        == list(range(n))
+
+
+def test_a_batch_that_never_fills_goes_out_after_linger(broker):
+    create_topic(broker.bootstrap, "linger", 1)
+    with Producer(bootstrap_servers=broker.bootstrap, linger_ms=100) as p:
+        p.partitions_for("linger")
+        started = time.monotonic()
+        fut = p.send("linger", b"alone", partition=0)
+        md = fut.result(10)            # no flush: only the linger timer sends it
+        assert md.offset == 0
+        assert time.monotonic() - started >= 0.09
+
+
+def test_open_batches_are_delivered_by_flush_and_by_close(broker):
+    create_topic(broker.bootstrap, "open-batches", 3)
+    p = Producer(bootstrap_servers=broker.bootstrap, linger_ms=600_000)   # never by linger
+    p.partitions_for("open-batches")
+    flushed = [p.send("open-batches", b"f%d" % i, partition=i % 3) for i in range(30)]
+    p.flush(30)
+    assert all(f.done() and f.exception(0) is None for f in flushed)
+    closed = [p.send("open-batches", b"c%d" % i, partition=i % 3) for i in range(30)]
+    p.close(30)
+    assert all(f.done() and f.exception(0) is None for f in closed)
+    assert len(ck_consume_all(broker.bootstrap, "open-batches", 3, 60)) == 60
+
+
+def test_threads_sending_at_once_each_keep_their_order(broker):
+    create_topic(broker.bootstrap, "threads", 1)
+    per_thread, threads = 5_000, 4
+    with Producer(bootstrap_servers=broker.bootstrap, linger_ms=2) as p:
+        p.partitions_for("threads")
+        futs: dict[int, list] = {t: [] for t in range(threads)}
+
+        def run(t: int) -> None:
+            for i in range(per_thread):
+                futs[t].append(p.send("threads", b"%d:%d" % (t, i), partition=0))
+
+        workers = [threading.Thread(target=run, args=(t,)) for t in range(threads)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        p.flush(60)
+        for t in range(threads):
+            got = offsets(futs[t])
+            assert got == sorted(got) and len(set(got)) == per_thread, f"thread {t}"
+    seen = ck_consume_all(broker.bootstrap, "threads", 1, per_thread * threads)
+    for t in range(threads):
+        mine = [int(r.value.split(b":")[1]) for r in seen if r.value.startswith(b"%d:" % t)]
+        assert mine == list(range(per_thread)), f"thread {t}"
+
+
+def test_a_record_the_serializer_refuses_fails_alone_on_the_io_thread(broker):
+    create_topic(broker.bootstrap, "refused", 1)
+
+    def serialize(topic: str, value: object) -> bytes:
+        if value == "bad":
+            raise ValueError("no bad values here")
+        return str(value).encode()
+
+    reports: list[tuple[str, str | None]] = []
+
+    def on_delivery(err, md) -> None:
+        reports.append((threading.current_thread().name, None if err is None else str(err)))
+
+    with Producer(bootstrap_servers=broker.bootstrap, value_serializer=serialize) as p:
+        p.partitions_for("refused")
+        futs = [p.send("refused", v, partition=0, on_delivery=on_delivery)
+                for v in ("one", "bad", "two")]
+        p.flush(30)
+        wait_futures(futs, 30)
+        assert isinstance(futs[1].exception(0), ValueError)
+        assert [f.result(0).offset for f in (futs[0], futs[2])] == [0, 1]
+    assert sorted(e or "" for _, e in reports) == ["", "", "no bad values here"]
+    assert {name for name, _ in reports} == {"strom-producer"}
