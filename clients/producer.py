@@ -10,17 +10,17 @@ the sender thread of Kafka's Java client. As in that client, `send` serializes a
 the record in the caller's thread, to its partition's open batch, and returns at once with a
 concurrent.futures.Future of its RecordMetadata; a batch goes to the I/O thread whole (full,
 after linger.ms, or at flush/close), so a loop of sends costs no thread round trip and no
-queue hand-off per record. A record whose topic's metadata is not known yet, or that finds
-buffer.memory full, goes to the I/O thread on its own (which waits for either within
-max.block.ms), and so does every record after it until it is appended: one thread's
-records to a partition keep their order.
+queue hand-off per record. When buffer.memory is full, `send` waits in the caller's thread
+for memory to free (at most max.block.ms). A record whose topic's metadata is not known
+yet goes to the I/O thread on its own (which waits for it within max.block.ms), and so does
+every record after it until it is appended: one thread's records to a partition keep
+their order.
 
 As in Kafka's Java client, what goes wrong with one record is reported through its future and `on_delivery`, not raised by
 `send`: no metadata or buffer space within max.block.ms (KafkaTimeoutError), a record
 above max.request.size (MessageTooLargeError), a value the serializer refuses. `send`
-itself blocks only when 10,000 records are already waiting to be handed over (back-pressure
-from a full buffer.memory reaches the caller this way) and raises KafkaTimeoutError when
-that lasts longer than max.block.ms.
+blocks while buffer.memory is full, and also when 10,000 records are already waiting to be
+handed over one by one (then it raises KafkaTimeoutError after max.block.ms).
 
 Delivery callbacks `on_delivery(err, md)` run on the I/O thread, as Kafka's Java client
 runs them on its sender thread: keep them quick and never call a blocking method of this
@@ -143,13 +143,17 @@ class Producer:
         # Records appended in the caller's thread (`_append_here`): each partition's open
         # batch; bytes of records in them or handed off and not yet in the core's buffer;
         # records handed off one by one and not yet appended. While there are any, every
-        # record goes that way too: one waiting for buffer memory is not overtaken by later
-        # ones taking the memory it waits for (Kafka's buffer pool serves waiters in order).
-        # Order itself holds either way: open batches are handed off before such a record.
+        # record goes that way too: one waiting for metadata and then for buffer memory is
+        # not overtaken by later ones taking the memory it waits for. Order itself holds
+        # either way: open batches are handed off before such a record.
         self._open: dict[tuple[str, int], ProducerBatch] = {}
         self._open_bytes = 0
         self._one_by_one = 0
         self._appends_here = self._core._txn is None
+        self._sweeping = False      # the I/O thread will look for lingered open batches
+        self._memory_freed = threading.Condition(self._lock)   # callers wait for memory
+        self._memory_waiters = 0
+        self._core.on_memory_freed = self._notify_memory_freed
         self._futures_lock = threading.Condition()      # shared by the RecordFutures
 
     @staticmethod
@@ -177,7 +181,8 @@ class Producer:
         with self._lock:
             if len(self._handoff) >= _HANDOFF_LIMIT:
                 self._wait_for_room(topic)
-            self._hand_open_batches()       # what this thread appended goes first
+            if self._open:
+                self._hand_open_batches()   # what this thread appended goes first
             self._one_by_one += 1
             self._push((fut, topic, value, key, partition, timestamp_ms, headers, on_delivery,
                         since))
@@ -187,10 +192,11 @@ class Producer:
                      partition: int | None, timestamp_ms: int | None, headers: Headers,
                      on_delivery: DeliveryCallback | None) -> bool:
         """Append the record in the caller's thread, as Kafka's Java producer does, to its
-        partition's open batch here; a full batch goes to the I/O thread whole. False (the
-        record then goes to the I/O thread alone) when its topic's metadata is not known,
-        buffer.memory is full, or records handed off alone are still on their way. What
-        is wrong with the record itself is reported through its future, on the I/O thread."""
+        partition's open batch here; a full batch goes to the I/O thread whole. While
+        buffer.memory is full it waits here. False (the record then goes to the I/O thread
+        alone) when its topic's metadata is not known or records handed off alone are still
+        on their way. What is wrong with the record itself (and no memory within
+        max.block.ms) is reported through its future, on the I/O thread."""
         core = self._core
         cluster = core._client.cluster
         num = cluster.partition_count(topic)
@@ -210,7 +216,12 @@ class Producer:
                 return False
             pending = acc.used + self._open_bytes
             if pending + size > acc.buffer_memory and pending > 0:
-                return False                    # the I/O thread waits for memory
+                error = self._wait_for_memory(size, topic)
+                if error is not None:
+                    self._loop.call_soon(_report_failure, fut, error, on_delivery)
+                    return True
+                if self._one_by_one or self._closed:
+                    return False
             try:
                 sticky = partition is None and key_bytes is None and core._plain_sticky is not None
                 if sticky:
@@ -243,14 +254,47 @@ class Producer:
                     batch = ProducerBatch(TopicPartition(topic, p), now,
                                           now + acc.delivery_timeout)
                     self._open[(topic, p)] = batch
-                    # linger.ms from now; with 0 it goes when the I/O thread gets to it
-                    self._loop.call_soon(self._loop.loop.call_later, self._linger,
-                                         self._lingered, batch)
+                    if not self._sweeping:
+                        # linger.ms from now; with 0, when the I/O thread gets to it
+                        self._sweeping = True
+                        self._loop.call_soon(self._loop.loop.call_later, self._linger,
+                                             self._sweep)
             batch.add(ts, key_bytes, value_bytes, hdrs, size, waiter)
             self._open_bytes += size
             if batch.size >= batch_size:
                 self._hand_batch(batch)
         return True
+
+    def _wait_for_memory(self, size: int, topic: str) -> KafkaTimeoutError | None:
+        """With the lock held: wait in the caller's thread, as Kafka's Java producer does,
+        until `size` bytes of buffer.memory are free (at most max.block.ms; then the
+        record's KafkaTimeoutError). The open batches go to the I/O thread first: they may
+        be what holds the memory."""
+        self._hand_open_batches()
+        acc = self._core._acc
+        deadline = time.monotonic() + self._max_block
+        self._memory_waiters += 1
+        try:
+            while (pending := acc.used + self._open_bytes) + size > acc.buffer_memory \
+                    and pending > 0:
+                left = deadline - time.monotonic()
+                if left <= 0 or self._closed:
+                    return KafkaTimeoutError(
+                        f"no buffer space for a {size}-byte record to {topic} within "
+                        f"max.block.ms={self.config['max.block.ms']} (buffer.memory="
+                        f"{acc.buffer_memory}, {pending} in use)")
+                # A bounded wait: a wake-up sent between our check and the wait is not lost
+                # for longer than this.
+                self._memory_freed.wait(min(left, 0.05))
+        finally:
+            self._memory_waiters -= 1
+        return None
+
+    def _notify_memory_freed(self) -> None:
+        """On the I/O thread, when a batch gave its memory back."""
+        if self._memory_waiters:
+            with self._lock:
+                self._memory_freed.notify_all()
 
     def _hand_batch(self, batch: ProducerBatch) -> None:
         """With the lock held: an open batch of this side goes to the I/O thread."""
@@ -262,11 +306,24 @@ class Producer:
         for batch in list(self._open.values()):
             self._hand_batch(batch)
 
-    def _lingered(self, batch: ProducerBatch) -> None:
-        """On the I/O thread, linger.ms after `batch` was opened: send it if still open."""
+    def _sweep(self) -> None:
+        """On the I/O thread: hand off the open batches opened linger.ms ago or more, and
+        come back when the next one is due: one timer while there are open batches, not a
+        wake-up of the I/O thread for each (a wake-up is a write to the loop's self-pipe
+        and a GIL hand-over, which cost 1 KiB records more than the hand-off saved)."""
         with self._lock:
-            if self._open.get(batch.tp) is batch:
-                self._hand_batch(batch)
+            now = time.monotonic()
+            due_next: float | None = None
+            for batch in list(self._open.values()):
+                due = batch.created + self._linger
+                if due <= now:
+                    self._hand_batch(batch)
+                elif due_next is None or due < due_next:
+                    due_next = due
+            if due_next is None:
+                self._sweeping = False
+                return
+        self._loop.loop.call_later(due_next - now, self._sweep)
 
     def _wait_for_room(self, topic: str) -> None:
         """With the lock held: wait until the I/O thread took the queued records."""
@@ -310,17 +367,17 @@ class Producer:
             clock = asyncio.get_running_loop().time
             adopted = alone = 0
             for item in items:
-                if type(item) is ProducerBatch:
+                if isinstance(item, ProducerBatch):
                     acc.adopt(item)
                     adopted += item.size - BATCH_OVERHEAD
                     core._wake.set()
                     continue
                 if len(item) == 1:
-                    item[0].set_result(None)   # type: ignore[union-attr]
+                    item[0].set_result(None)
                     continue
                 alone += 1
                 (fut, topic, value, key, partition, timestamp_ms, headers, on_delivery,
-                 since) = item  # type: ignore[misc]
+                 since) = item
                 try:
                     num = core._client.cluster.partition_count(topic)
                     if core._started and num and (partition is None or partition < num):

@@ -206,6 +206,9 @@ class AsyncProducer(ProducerTransactions):
         self._request_timeout = cfg.ms("request.timeout.ms")
         self._wake = asyncio.Event()
         self._space = asyncio.Event()
+        # Called (on the loop) whenever a batch gives its buffer memory back: the sync
+        # Producer's callers wait for memory in their own threads.
+        self.on_memory_freed: Callable[[], None] | None = None
         self._node_in_flight: dict[int, int] = {}
         self._requests: set[asyncio.Task[None]] = set()
         self._connecting: dict[int, asyncio.Task[None]] = {}
@@ -883,3 +886,5 @@ class AsyncProducer(ProducerTransactions):
         else:
             b.fail(error)
         self._space.set()
+        if self.on_memory_freed is not None:
+            self.on_memory_freed()
