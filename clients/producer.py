@@ -50,14 +50,15 @@ import time
 from typing import Any, Iterable, Mapping
 
 from clients._loop import LoopThread
-from clients.aio.accumulator import BATCH_OVERHEAD, ProducerBatch
+from clients.aio.accumulator import BATCH_OVERHEAD, ProducerBatch, record_size
 from clients.aio.errors import KafkaTimeoutError
-from clients.aio.producer import AsyncProducer, Headers
+from clients.aio.producer import _NO_HEADERS, AsyncProducer, Headers
 from clients.types import DeliveryCallback, PreparedTransaction, RecordMetadata, TopicPartition
 
 __all__ = ["Producer"]
 
 _HANDOFF_LIMIT = 10_000  # records queued for the I/O thread before send() blocks
+_PLAIN_OVERHEAD = record_size(None, b"", _NO_HEADERS)   # a value-only record's size beyond it
 
 # What send() hands to the I/O thread: the record's future and send() arguments, then the
 # time it started waiting; or a 1-tuple marker (flush/close waiting for what came before).
@@ -150,6 +151,11 @@ class Producer:
         self._open_bytes = 0
         self._one_by_one = 0
         self._appends_here = self._core._txn is None
+        # send()'s commonest record (bytes value, no key, headers or timestamp) is sized here
+        # without _encode_parts when no serializer is set and it cannot be too large.
+        self._plain_values = self._core._key_ser is None and self._core._value_ser is None
+        self._largest_plain = min(self._core._max_request_size - BATCH_OVERHEAD,
+                                  self._core._acc.buffer_memory)
         self._sweeping = False      # the I/O thread will look for lingered open batches
         self._memory_freed = threading.Condition(self._lock)   # callers wait for memory
         self._memory_waiters = 0
@@ -202,13 +208,21 @@ class Producer:
         num = cluster.partition_count(topic)
         if not num or (partition is not None and partition >= num) or self._one_by_one:
             return False
-        try:
-            key_bytes, value_bytes, hdrs, size, ts = core._encode_parts(
-                topic, key, value, headers, timestamp_ms)
-        except Exception as e:
-            self._loop.call_soon(_report_failure, fut, e, on_delivery)
-            return True
         acc = core._acc
+        key_bytes: bytes | None
+        value_bytes: bytes | None
+        if (key is None and type(value) is bytes and not headers and timestamp_ms is None
+                and self._plain_values
+                and (size := _PLAIN_OVERHEAD + len(value)) <= self._largest_plain):
+            # The common record, without a call: what _encode_parts would give.
+            key_bytes, value_bytes, hdrs, ts = None, value, _NO_HEADERS, int(time.time() * 1000)
+        else:
+            try:
+                key_bytes, value_bytes, hdrs, size, ts = core._encode_parts(
+                    topic, key, value, headers, timestamp_ms)
+            except Exception as e:
+                self._loop.call_soon(_report_failure, fut, e, on_delivery)
+                return True
         waiter = (fut, ts, -1 if key_bytes is None else len(key_bytes),
                   -1 if value_bytes is None else len(value_bytes), on_delivery)
         with self._lock:
@@ -222,22 +236,18 @@ class Producer:
                     return True
                 if self._one_by_one or self._closed:
                     return False
-            try:
-                sticky = partition is None and key_bytes is None and core._plain_sticky is not None
-                if sticky:
-                    # the default partitioner's sticky rule, without a call
-                    p = core._plain_sticky.get(topic)               # type: ignore[union-attr]
-                    if p is None:
-                        p = core._partitioner(topic, key, None, value, value_bytes, cluster)
-                else:
-                    p, sticky = core._choose_partition(topic, key, key_bytes, value,
-                                                       value_bytes, partition, cluster)
-            except Exception as e:
-                self._loop.call_soon(_report_failure, fut, e, on_delivery)
-                return True
+            if partition is not None and partition >= 0:
+                p, sticky = partition, False
+            else:
+                try:
+                    p, sticky = self._place(topic, key, key_bytes, value, value_bytes,
+                                            partition, cluster)
+                except Exception as e:
+                    self._loop.call_soon(_report_failure, fut, e, on_delivery)
+                    return True
             batch_size = acc.batch_size
             batch = self._open.get((topic, p))
-            if batch is None or not batch.has_room(size, batch_size):
+            if batch is None or (batch.count and batch.size + size > batch_size):
                 if batch is not None:
                     self._hand_batch(batch)
                     batch = None
@@ -264,6 +274,21 @@ class Producer:
             if batch.size >= batch_size:
                 self._hand_batch(batch)
         return True
+
+    def _place(self, topic: str, key: Any, key_bytes: bytes | None, value: Any,
+               value_bytes: bytes | None, partition: int | None,
+               cluster: Any) -> tuple[int, bool]:
+        """The partition of a record send() was given none for (or a negative one:
+        ValueError), and whether the sticky rule placed it."""
+        core = self._core
+        if partition is None and key_bytes is None and core._plain_sticky is not None:
+            # the default partitioner's sticky rule, without a call
+            p = core._plain_sticky.get(topic)
+            if p is None:
+                p = core._partitioner(topic, key, None, value, value_bytes, cluster)
+            return p, True
+        return core._choose_partition(topic, key, key_bytes, value, value_bytes, partition,
+                                      cluster)
 
     def _wait_for_memory(self, size: int, topic: str) -> KafkaTimeoutError | None:
         """With the lock held: wait in the caller's thread, as Kafka's Java producer does,

@@ -9,7 +9,8 @@ flush/close. What must hold, against a real broker:
 - records in open batches are delivered by flush() and by close();
 - several threads sending at once: every record once, each thread's in its order;
 - a record the serializer refuses fails its future and on_delivery (on the I/O thread, as
-  every delivery report), and the records around it are delivered.
+  every delivery report), and the records around it are delivered;
+- a full buffer.memory blocks send() in the caller's thread for max.block.ms.
 """
 from __future__ import annotations
 
@@ -148,3 +149,37 @@ def test_a_record_the_serializer_refuses_fails_alone_on_the_io_thread(broker):
         assert [f.result(0).offset for f in (futs[0], futs[2])] == [0, 1]
     assert sorted(e or "" for _, e in reports) == ["", "", "no bad values here"]
     assert {name for name, _ in reports} == {"strom-producer"}
+
+
+def test_a_full_buffer_blocks_send_in_the_callers_thread_then_fails_the_record(broker):
+    """The broker paused: nothing completes, buffer.memory (32 KiB: 32 records of ~1 KiB)
+    fills, and each send() after that blocks in the caller's thread for max.block.ms, then
+    fails its record with KafkaTimeoutError through the future and on_delivery. Once the broker runs again, the
+    records that found memory are all delivered."""
+    import os
+    import signal
+
+    from clients.aio.errors import KafkaTimeoutError
+
+    create_topic(broker.bootstrap, "full-buffer", 1)
+    failed: list[BaseException | None] = []
+    with Producer(bootstrap_servers=broker.bootstrap, buffer_memory=32 * 1024,
+                  max_block_ms=300, linger_ms=1, request_timeout_ms=20_000,
+                  delivery_timeout_ms=60_000) as p:
+        p.partitions_for("full-buffer")
+        os.kill(broker.proc.pid, signal.SIGSTOP)
+        try:
+            fits = [p.send("full-buffer", b"x" * 1000, partition=0) for _ in range(32)]
+            started = time.monotonic()
+            refused = [p.send("full-buffer", b"y" * 1000, partition=0,
+                              on_delivery=lambda err, md: failed.append(err))
+                       for _ in range(3)]
+            blocked = time.monotonic() - started
+        finally:
+            os.kill(broker.proc.pid, signal.SIGCONT)
+        assert blocked >= 3 * 0.3 * 0.9, f"send() returned after {blocked:.2f}s: it did not wait"
+        wait_futures(refused, 10)
+        assert all(isinstance(f.exception(0), KafkaTimeoutError) for f in refused)
+        p.flush(30)
+        assert [f.result(0).offset for f in fits] == list(range(32))
+    assert len(failed) == 3 and all(isinstance(e, KafkaTimeoutError) for e in failed)
