@@ -11,7 +11,8 @@ the record in the caller's thread, to its partition's open batch, and returns at
 concurrent.futures.Future of its RecordMetadata; a batch goes to the I/O thread whole (full,
 after linger.ms, or at flush/close), so a loop of sends costs no thread round trip and no
 queue hand-off per record. When buffer.memory is full, `send` waits in the caller's thread
-for memory to free (at most max.block.ms). A record whose topic's metadata is not known
+for memory to free (at most max.block.ms); a `send` from an on_delivery callback, on the I/O
+thread, never waits there: its record goes the I/O thread's own way. A record whose topic's metadata is not known
 yet goes to the I/O thread on its own (which waits for it within max.block.ms), and so does
 every record after it until it is appended: one thread's records to a partition keep
 their order.
@@ -230,6 +231,10 @@ class Producer:
                 return False
             pending = acc.used + self._open_bytes
             if pending + size > acc.buffer_memory and pending > 0:
+                if self._loop.in_loop_thread:
+                    # send() from an on_delivery callback: blocking the I/O thread would stop
+                    # the very completions that free memory; its drain waits without blocking.
+                    return False
                 error = self._wait_for_memory(size, topic)
                 if error is not None:
                     self._loop.call_soon(_report_failure, fut, error, on_delivery)

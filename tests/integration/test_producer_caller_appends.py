@@ -183,3 +183,28 @@ def test_a_full_buffer_blocks_send_in_the_callers_thread_then_fails_the_record(b
         p.flush(30)
         assert [f.result(0).offset for f in fits] == list(range(32))
     assert len(failed) == 3 and all(isinstance(e, KafkaTimeoutError) for e in failed)
+
+
+def test_a_send_from_a_delivery_callback_never_blocks_the_io_thread_on_a_full_buffer(broker):
+    """on_delivery runs on the I/O thread; a send() from it that finds buffer.memory full must
+    not wait there (the I/O thread is what frees the memory): it goes the I/O thread's own
+    way, and everything is delivered well within max.block.ms (60 s here)."""
+    create_topic(broker.bootstrap, "from-callback", 1)
+    later: list = []
+    with Producer(bootstrap_servers=broker.bootstrap, buffer_memory=4 * 1024,
+                  max_block_ms=60_000, linger_ms=1) as p:
+        p.partitions_for("from-callback")
+
+        def send_more(err, md) -> None:
+            if err is None and not later:
+                later.extend(p.send("from-callback", b"z" * 1000, partition=0)
+                             for _ in range(20))
+
+        first = [p.send("from-callback", b"a" * 1000, partition=0, on_delivery=send_more)
+                 for _ in range(3)]
+        started = time.monotonic()
+        wait_futures(first, 30)
+        p.flush(30)
+        wait_futures(later, 30)
+        assert time.monotonic() - started < 15, "the I/O thread waited for memory"
+        assert len(later) == 20 and all(f.exception(0) is None for f in later)
