@@ -48,10 +48,11 @@ import concurrent.futures
 import concurrent.futures._base as _futures_base
 import threading
 import time
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, cast
 
 from clients._loop import LoopThread
-from clients.aio.accumulator import BATCH_OVERHEAD, ProducerBatch, record_size
+from clients.aio.accumulator import (BATCH_OVERHEAD, ProducerBatch, record_size,
+                                     run_delivery_callback)
 from clients.aio.errors import KafkaTimeoutError
 from clients.aio.producer import _NO_HEADERS, AsyncProducer, Headers
 from clients.types import DeliveryCallback, PreparedTransaction, RecordMetadata, TopicPartition
@@ -75,28 +76,53 @@ def _report_failure(fut: "concurrent.futures.Future[RecordMetadata]", error: Exc
     if not fut.done():
         fut.set_exception(error)
     if on_delivery is not None:
-        try:
-            on_delivery(error, None)
-        except Exception:
-            pass
+        run_delivery_callback(on_delivery, error, None)
+
+
+_PENDING, _FINISHED = _futures_base.PENDING, _futures_base.FINISHED
 
 
 class RecordFuture(concurrent.futures.Future):
-    """The concurrent.futures.Future that send() returns, with its producer's lock instead
-    of a Condition of its own: making a Future's Condition was a fifth of a send() loop's
-    time. Because any record's completion wakes every waiter of the producer, waiting
-    re-checks after each wake-up until this future is done or the timeout is over.
-    Everything else (callbacks, concurrent.futures.wait/as_completed) is Future's own."""
+    """The concurrent.futures.Future that send() returns, made cheap to make and to
+    complete, since a send() loop makes one per record:
+    - it has its producer's lock instead of a Condition of its own (making a Future's
+      Condition was a fifth of a send() loop's time); because any record's completion
+      wakes every waiter of the producer, waiting re-checks after each wake-up until this
+      future is done or the timeout is over;
+    - Future.__init__'s attributes are class defaults (the lock on the producer's own
+      subclass, `sharing`), the two lists made when first used, so making one runs no
+      Python code;
+    - a batch's futures are completed together, under one acquisition of the lock with
+      one notify (`_CallerBatch`), not each by set_result.
+    Everything else (callbacks, cancel, concurrent.futures.wait/as_completed) is Future's
+    own (tests/unit/test_producer_record_future.py)."""
 
-    def __init__(self, condition: threading.Condition):
-        # Future.__init__ without its Condition (tests/unit/test_producer_record_future.py
-        # checks these are still all of a Future's attributes).
-        self._condition = condition
-        self._state = _futures_base.PENDING
-        self._result = None
-        self._exception = None
-        self._waiters: list[Any] = []
-        self._done_callbacks: list[Any] = []
+    _condition: threading.Condition
+    _state = _PENDING
+    _result: Any = None
+    _exception: BaseException | None = None
+    __init__ = object.__init__
+
+    @classmethod
+    def sharing(cls, condition: threading.Condition) -> "type[RecordFuture]":
+        """The class of one producer's futures: all of them wait on `condition`."""
+        return type(cls.__name__, (cls,), {"_condition": condition})
+
+    @property
+    def _waiters(self) -> list[Any]:  # type: ignore[override]  # concurrent.futures.wait's
+        d = self.__dict__
+        waiters = d.get("_waiter_list")
+        if waiters is None:
+            waiters = d["_waiter_list"] = []
+        return waiters
+
+    @property
+    def _done_callbacks(self) -> list[Any]:
+        d = self.__dict__
+        callbacks = d.get("_callback_list")
+        if callbacks is None:
+            callbacks = d["_callback_list"] = []
+        return callbacks
 
     def _wait_done(self, timeout: float | None) -> None:
         pending = (_futures_base.PENDING, _futures_base.RUNNING)
@@ -121,6 +147,42 @@ class RecordFuture(concurrent.futures.Future):
         return super().exception(0)
 
 
+class _CallerBatch(ProducerBatch):
+    """A batch the sync Producer's callers append to: its RecordFutures complete together."""
+
+    __slots__ = ()
+
+    def resolve_waiters(self, base_offset: int, log_append_time: int) -> None:
+        """Every future done under one acquisition of the producer's lock and one notify,
+        then the callbacks (add_done_callback's, on_delivery) record by record."""
+        waiters = cast("list[tuple[RecordFuture, int, int, int, int, DeliveryCallback | None]]",
+                       self.waiters)
+        mds = self.record_metadata(base_offset, log_append_time)
+        later: list[tuple[RecordFuture, DeliveryCallback | None, RecordMetadata]] = []
+        condition = waiters[0][0]._condition
+        with condition:
+            for (fut, _, _, _, _, cb), md in zip(waiters, mds):
+                if fut._state != _PENDING:      # cancelled by its owner
+                    continue
+                extra = fut.__dict__
+                watched = bool(extra)   # waited for, or given callbacks
+                fut._result = md
+                fut._state = _FINISHED
+                if watched:
+                    for waiter in extra.get("_waiter_list", ()):
+                        waiter.add_result(fut)      # concurrent.futures.wait's
+                    if "_callback_list" in extra:
+                        later.append((fut, None, md))
+                if cb is not None:
+                    later.append((fut, cb, md))
+            condition.notify_all()
+        for fut, cb, md in later:
+            if cb is None:
+                fut._invoke_callbacks()    # type: ignore[attr-defined]  # Future's own
+            else:
+                run_delivery_callback(cb, None, md)
+
+
 class Producer:
     """Kafka producer with blocking calls; see the module docstring."""
 
@@ -141,16 +203,22 @@ class Producer:
         self._lock = threading.Lock()
         self._handoff: collections.deque[_Handed | _Marker | ProducerBatch] = collections.deque()
         self._handoff_room = threading.Condition(self._lock)   # the queue is full
+        self._room_waiters = 0
         self._draining = False  # a drain task is scheduled or running
+        self._drain_running = False     # (the I/O thread's own: one drain at a time)
         # Records appended in the caller's thread (`_append_here`): each partition's open
         # batch; bytes of records in them or handed off and not yet in the core's buffer;
         # records handed off one by one and not yet appended. While there are any, every
         # record goes that way too: one waiting for metadata and then for buffer memory is
         # not overtaken by later ones taking the memory it waits for. Order itself holds
         # either way: open batches are handed off before such a record.
+        # The I/O thread counts what it took in counters of its own, which callers subtract:
+        # it then needs no lock to take the queue (see _drain).
         self._open: dict[tuple[str, int], ProducerBatch] = {}
-        self._open_bytes = 0
-        self._one_by_one = 0
+        self._open_bytes = 0            # callers' appends, in bytes ...
+        self._adopted_bytes = 0         # ... and what of them the core's buffer took
+        self._one_by_one = 0            # records handed off alone ...
+        self._one_by_one_done = 0       # ... and appended (or failed) by the I/O thread
         self._appends_here = self._core._txn is None
         # send()'s commonest record (bytes value, no key, headers or timestamp) is sized here
         # without _encode_parts when no serializer is set and it cannot be too large.
@@ -161,7 +229,8 @@ class Producer:
         self._memory_freed = threading.Condition(self._lock)   # callers wait for memory
         self._memory_waiters = 0
         self._core.on_memory_freed = self._notify_memory_freed
-        self._futures_lock = threading.Condition()      # shared by the RecordFutures
+        # The class of this producer's futures: they share one lock (see RecordFuture).
+        self._future = RecordFuture.sharing(threading.Condition())
 
     @staticmethod
     async def _make(config: Mapping[str, Any] | None, kwargs: dict[str, Any]) -> AsyncProducer:
@@ -179,7 +248,7 @@ class Producer:
         txn = self._core._txn
         if txn is not None:
             txn.state.check_send()      # checked again on the I/O thread, at append
-        fut = RecordFuture(self._futures_lock)
+        fut = self._future()
         if self._appends_here and self._append_here(fut, topic, value, key, partition,
                                                     timestamp_ms, headers, on_delivery):
             return fut
@@ -207,7 +276,8 @@ class Producer:
         core = self._core
         cluster = core._client.cluster
         num = cluster.partition_count(topic)
-        if not num or (partition is not None and partition >= num) or self._one_by_one:
+        if (not num or (partition is not None and partition >= num)
+                or self._one_by_one != self._one_by_one_done):
             return False
         acc = core._acc
         key_bytes: bytes | None
@@ -227,9 +297,9 @@ class Producer:
         waiter = (fut, ts, -1 if key_bytes is None else len(key_bytes),
                   -1 if value_bytes is None else len(value_bytes), on_delivery)
         with self._lock:
-            if self._one_by_one or self._closed:
+            if self._one_by_one != self._one_by_one_done or self._closed:
                 return False
-            pending = acc.used + self._open_bytes
+            pending = acc.used + self._open_bytes - self._adopted_bytes
             if pending + size > acc.buffer_memory and pending > 0:
                 if self._loop.in_loop_thread:
                     # send() from an on_delivery callback: blocking the I/O thread would stop
@@ -239,7 +309,7 @@ class Producer:
                 if error is not None:
                     self._loop.call_soon(_report_failure, fut, error, on_delivery)
                     return True
-                if self._one_by_one or self._closed:
+                if self._one_by_one != self._one_by_one_done or self._closed:
                     return False
             if partition is not None and partition >= 0:
                 p, sticky = partition, False
@@ -266,7 +336,7 @@ class Producer:
                         batch = None
                 if batch is None:
                     now = time.monotonic()
-                    batch = ProducerBatch(TopicPartition(topic, p), now,
+                    batch = _CallerBatch(TopicPartition(topic, p), now,
                                           now + acc.delivery_timeout)
                     self._open[(topic, p)] = batch
                     if not self._sweeping:
@@ -305,7 +375,8 @@ class Producer:
         deadline = time.monotonic() + self._max_block
         self._memory_waiters += 1
         try:
-            while (pending := acc.used + self._open_bytes) + size > acc.buffer_memory \
+            while (pending := acc.used + self._open_bytes - self._adopted_bytes) + size \
+                    > acc.buffer_memory \
                     and pending > 0:
                 left = deadline - time.monotonic()
                 if left <= 0 or self._closed:
@@ -341,11 +412,27 @@ class Producer:
         come back when the next one is due: one timer while there are open batches, not a
         wake-up of the I/O thread for each (a wake-up is a write to the loop's self-pipe
         and a GIL hand-over, which cost 1 KiB records more than the hand-off saved)."""
+        now = time.monotonic()
+        linger = self._linger
+        # First a look without the lock (list() of a dict's values is one step under the
+        # GIL; `created` never changes): most sweeps find nothing due, and a caller that
+        # meets this thread holding the lock waits for a GIL hand-over (up to
+        # sys.getswitchinterval(), 5 ms), which cost a send() loop a tenth of its rate.
+        due_next: float | None = None
+        for batch in list(self._open.values()):
+            due = batch.created + linger
+            if due <= now:
+                break
+            if due_next is None or due < due_next:
+                due_next = due
+        else:
+            if due_next is not None:
+                self._loop.loop.call_later(due_next - now, self._sweep)
+                return
         with self._lock:
-            now = time.monotonic()
-            due_next: float | None = None
+            due_next = None
             for batch in list(self._open.values()):
-                due = batch.created + self._linger
+                due = batch.created + linger
                 if due <= now:
                     self._hand_batch(batch)
                 elif due_next is None or due < due_next:
@@ -365,7 +452,11 @@ class Producer:
                     f"send to {topic}: {_HANDOFF_LIMIT} records waited for the I/O thread "
                     f"longer than max.block.ms={self.config['max.block.ms']} (buffer.memory "
                     "full?)")
-            self._handoff_room.wait(left)
+            self._room_waiters += 1
+            try:
+                self._handoff_room.wait(left)
+            finally:
+                self._room_waiters -= 1
 
     def _push(self, item: "_Handed | _Marker | ProducerBatch") -> None:
         """With the lock held: queue `item` for the I/O thread, and a drain if none runs."""
@@ -375,7 +466,9 @@ class Producer:
             self._loop.call_soon(self._start_drain)
 
     def _start_drain(self) -> None:
-        self._loop.loop.create_task(self._drain(), name="strom-producer-handoff")
+        if not self._drain_running:     # else the running drain takes it (see _drain)
+            self._drain_running = True
+            self._loop.loop.create_task(self._drain(), name="strom-producer-handoff")
 
     async def _drain(self) -> None:
         """On the I/O thread: take what was handed off, in order. A ProducerBatch (records
@@ -386,26 +479,30 @@ class Producer:
         core = self._core
         handoff = self._handoff
         acc = core._acc
+        popleft = handoff.popleft
         while True:
-            with self._lock:
-                if not handoff:
-                    self._draining = False
-                    return
-                items = list(handoff)
-                handoff.clear()
-                self._handoff_room.notify_all()
+            # Taken without the lock (callers append under it; popleft is one step under
+            # the GIL): a caller that meets this thread holding the lock waits for a GIL
+            # hand-over (see _sweep).
+            items = []
+            try:
+                while True:
+                    items.append(popleft())
+            except IndexError:
+                pass
+            if self._room_waiters:      # send()s waiting for the queue to shrink
+                with self._lock:
+                    self._handoff_room.notify_all()
             clock = asyncio.get_running_loop().time
-            adopted = alone = 0
             for item in items:
                 if isinstance(item, ProducerBatch):
                     acc.adopt(item)
-                    adopted += item.size - BATCH_OVERHEAD
+                    self._adopted_bytes += item.size - BATCH_OVERHEAD
                     core._wake.set()
                     continue
                 if len(item) == 1:
                     item[0].set_result(None)
                     continue
-                alone += 1
                 (fut, topic, value, key, partition, timestamp_ms, headers, on_delivery,
                  since) = item
                 try:
@@ -424,10 +521,16 @@ class Producer:
                                          headers, on_delivery, blocked_since=since)
                 except Exception as e:  # the record's own failure: report it, carry on
                     _report_failure(fut, e, on_delivery)
-            if adopted or alone:
-                with self._lock:
-                    self._open_bytes -= adopted
-                    self._one_by_one -= alone
+                finally:
+                    self._one_by_one_done += 1
+            # Stop without the lock, as Dekker would: a caller appends, then reads
+            # _draining; this thread clears it, then looks at the queue. Either it sees the
+            # caller's item, or the caller sees False and schedules a drain.
+            self._draining = False
+            if not handoff:
+                self._drain_running = False
+                return
+            self._draining = True
 
     def _check_thread(self) -> None:
         if self._loop.in_loop_thread:

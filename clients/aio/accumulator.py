@@ -45,7 +45,8 @@ from clients.protocol.batch_header import HEADER_SIZE
 from clients.protocol.record_writer import BatchWriter
 from clients.types import DeliveryCallback, RecordMetadata, TopicPartition
 
-__all__ = ["ProducerBatch", "RecordAccumulator", "Countdown", "record_size", "BATCH_OVERHEAD"]
+__all__ = ["ProducerBatch", "RecordAccumulator", "Countdown", "record_size", "BATCH_OVERHEAD",
+           "run_delivery_callback"]
 
 BATCH_OVERHEAD = HEADER_SIZE
 _RECORD_OVERHEAD = 21        # attributes, the largest timestamp/offset deltas, lengths
@@ -206,20 +207,32 @@ class ProducerBatch(BatchWriter):
         if self.done:
             return
         self.done = True
-        topic, partition = self.tp
-        known = base_offset >= 0
-        for fut, delta, ts, ksz, vsz, cb in self.waiters:
-            # tuple.__new__: half the cost of the namedtuple's own constructor
-            md = _new_tuple(RecordMetadata, (topic, partition,
-                                             base_offset + delta if known else -1,
-                                             log_append_time if log_append_time != -1 else ts,
-                                             ksz, vsz))
-            _resolve(fut, md)
-            if cb is not None:
-                _call(cb, None, md)
+        if self.waiters:
+            self.resolve_waiters(base_offset, log_append_time)
         for countdown, n in self.runs:
             countdown.delivered(n)
         self._finish()
+
+    def record_metadata(self, base_offset: int, log_append_time: int,
+                        ) -> list[RecordMetadata]:
+        """Each send()'s RecordMetadata, in the order of `waiters`."""
+        topic, partition = self.tp
+        known = base_offset >= 0
+        # tuple.__new__: half the cost of the namedtuple's own constructor
+        return [_new_tuple(RecordMetadata, (topic, partition,
+                                            base_offset + delta if known else -1,
+                                            log_append_time if log_append_time != -1 else ts,
+                                            ksz, vsz))
+                for _, delta, ts, ksz, vsz, _ in self.waiters]
+
+    def resolve_waiters(self, base_offset: int, log_append_time: int) -> None:
+        """Resolve the send()s' futures one by one, each then its on_delivery (a subclass
+        may resolve them all at once: clients/producer.py)."""
+        for (fut, _, _, _, _, cb), md in zip(self.waiters,
+                                             self.record_metadata(base_offset, log_append_time)):
+            _resolve(fut, md)
+            if cb is not None:
+                run_delivery_callback(cb, None, md)
 
     def fail(self, error: Exception) -> None:
         if self.done:
@@ -228,7 +241,7 @@ class ProducerBatch(BatchWriter):
         for fut, _, _, _, _, cb in self.waiters:
             _reject(fut, error)
             if cb is not None:
-                _call(cb, error, None)
+                run_delivery_callback(cb, error, None)
         for countdown, _ in self.runs:
             countdown.failed(error)
         self._finish()
@@ -241,7 +254,9 @@ class ProducerBatch(BatchWriter):
             fn()
 
 
-def _call(cb: DeliveryCallback, err: Exception | None, md: RecordMetadata | None) -> None:
+def run_delivery_callback(cb: DeliveryCallback, err: Exception | None,
+                          md: RecordMetadata | None) -> None:
+    """Call a user's on_delivery; what it raises is logged, not the producer's failure."""
     try:
         cb(err, md)
     except Exception:  # a user callback must not break the producer

@@ -1,26 +1,41 @@
-"""The sync Producer's RecordFuture: a concurrent.futures.Future sharing its producer's lock.
-Waiting for one must not end early when another future of the producer completes, and the
-standard library's helpers (wait, as_completed, callbacks, cancel) work on it."""
+"""The sync Producer's RecordFuture: a concurrent.futures.Future sharing its producer's lock,
+made without running Python code and completed a batch at a time. Waiting for one must not
+end early when another future of the producer completes, and the standard library's helpers
+(wait, as_completed, callbacks, cancel) work on it, also when its batch completes it."""
 from __future__ import annotations
 
 import concurrent.futures
 import threading
 import time
+from typing import Any
 
 import pytest
 
-from clients.producer import RecordFuture
+from clients.producer import RecordFuture, _CallerBatch
+from clients.types import RecordMetadata, TopicPartition
 
 
-def test_it_sets_every_attribute_a_future_has() -> None:
+def test_it_has_every_attribute_a_future_has() -> None:
     # RecordFuture skips Future.__init__ (its Condition is the costly part): if a Python
     # version adds an attribute there, this fails instead of a method breaking later.
-    assert set(vars(RecordFuture(threading.Condition()))) == set(vars(concurrent.futures.Future()))
+    fut = RecordFuture.sharing(threading.Condition())()
+    for name, value in vars(concurrent.futures.Future()).items():
+        if name != "_condition":
+            assert getattr(fut, name) == value, name
+
+
+def test_each_future_has_lists_of_its_own() -> None:
+    cls = RecordFuture.sharing(threading.Condition())
+    a, b = cls(), cls()
+    a.add_done_callback(lambda f: None)
+    assert a._done_callbacks and not b._done_callbacks
+    a._waiters.append("w")
+    assert not b._waiters and not vars(cls()), "a new future carries nothing of its own"
 
 
 def test_waiting_outlasts_the_completion_of_other_futures() -> None:
-    lock = threading.Condition()
-    mine, others = RecordFuture(lock), [RecordFuture(lock) for _ in range(20)]
+    cls = RecordFuture.sharing(threading.Condition())
+    mine, others = cls(), [cls() for _ in range(20)]
 
     def complete() -> None:
         for f in others:            # each wakes every waiter of the shared lock
@@ -36,8 +51,7 @@ def test_waiting_outlasts_the_completion_of_other_futures() -> None:
 
 
 def test_timeout_and_exception() -> None:
-    lock = threading.Condition()
-    f = RecordFuture(lock)
+    f = RecordFuture.sharing(threading.Condition())()
     started = time.monotonic()
     with pytest.raises(concurrent.futures.TimeoutError):
         f.result(timeout=0.2)
@@ -49,8 +63,8 @@ def test_timeout_and_exception() -> None:
 
 
 def test_standard_helpers_work() -> None:
-    lock = threading.Condition()
-    futs = [RecordFuture(lock) for _ in range(3)]
+    cls = RecordFuture.sharing(threading.Condition())
+    futs = [cls() for _ in range(3)]
     seen: list[object] = []
     futs[0].add_done_callback(lambda f: seen.append(f.result()))
     assert futs[2].cancel() and futs[2].cancelled()
@@ -59,3 +73,40 @@ def test_standard_helpers_work() -> None:
     done, not_done = concurrent.futures.wait(futs[:2], timeout=5)
     assert done == set(futs[:2]) and not not_done and seen == [0]
     assert {f.result() for f in concurrent.futures.as_completed(futs[:2], timeout=5)} == {0, 1}
+
+
+def _batch_of(futs: list[RecordFuture], callbacks: list[Any]) -> _CallerBatch:
+    batch = _CallerBatch(TopicPartition("t", 3), 0.0, 60.0)
+    for i, (fut, cb) in enumerate(zip(futs, callbacks)):
+        batch.add(1000 + i, None, b"v%d" % i, b"\x00", 30, (fut, 1000 + i, -1, 2, cb))
+    return batch
+
+
+def test_a_batch_completes_its_futures_together_with_waiters_and_callbacks() -> None:
+    cls = RecordFuture.sharing(threading.Condition())
+    futs = [cls() for _ in range(5)]
+    assert futs[1].cancel()
+    order: list[Any] = []
+    futs[2].add_done_callback(lambda f: order.append(("done", f.result().offset)))
+    delivered = [None, None, lambda err, md: order.append(("delivery", md.offset)), None, None]
+    waited: list[Any] = []
+    waiter = threading.Thread(target=lambda: waited.append(
+        concurrent.futures.wait([futs[3], futs[4]], timeout=5)))
+    waiter.start()
+    time.sleep(0.05)                    # the wait has installed its waiters
+    _batch_of(futs, delivered).complete(base_offset=40, log_append_time=-1)
+    waiter.join(5)
+    done, not_done = waited[0]
+    assert done == {futs[3], futs[4]} and not not_done
+    assert [f.result(0) for f in (futs[0], futs[2], futs[3], futs[4])] == [
+        RecordMetadata("t", 3, 40 + i, 1000 + i, -1, 2) for i in (0, 2, 3, 4)]
+    assert futs[1].cancelled()
+    assert order == [("done", 42), ("delivery", 42)]
+
+
+def test_a_failed_batch_fails_its_futures() -> None:
+    cls = RecordFuture.sharing(threading.Condition())
+    futs = [cls() for _ in range(3)]
+    errors: list[Any] = []
+    _batch_of(futs, [lambda err, md: errors.append(err)] * 3).fail(ValueError("lost"))
+    assert all(isinstance(f.exception(0), ValueError) for f in futs) and len(errors) == 3
