@@ -52,7 +52,7 @@ from typing import Any, Iterable, Mapping, cast
 
 from clients._loop import LoopThread
 from clients.aio.accumulator import (BATCH_OVERHEAD, ProducerBatch, record_size,
-                                     run_delivery_callback)
+                                     reject_future, resolve_future, run_delivery_callback)
 from clients.aio.errors import KafkaTimeoutError
 from clients.aio.producer import _NO_HEADERS, AsyncProducer, Headers
 from clients.types import DeliveryCallback, PreparedTransaction, RecordMetadata, TopicPartition
@@ -82,26 +82,48 @@ def _report_failure(fut: "concurrent.futures.Future[RecordMetadata]", error: Exc
 _PENDING, _FINISHED = _futures_base.PENDING, _futures_base.FINISHED
 
 
+class _Outcome:
+    """What a caller's batch came to, shared by its records' futures (Kafka's
+    ProduceRequestResult): each future works out its own RecordMetadata from it when asked,
+    so completing a batch costs the same for 1 record as for 1,000."""
+
+    __slots__ = ("topic", "partition", "condition", "done", "base_offset", "log_append_time",
+                 "error", "watched")
+
+    def __init__(self, tp: TopicPartition, condition: threading.Condition):
+        self.topic, self.partition = tp
+        self.condition = condition
+        self.done = False
+        self.base_offset = -1
+        self.log_append_time = -1
+        self.error: Exception | None = None
+        # futures that are waited for (concurrent.futures.wait) or have callbacks: told
+        # one by one when the batch is done
+        self.watched: list[RecordFuture] = []
+
+
 class RecordFuture(concurrent.futures.Future):
     """The concurrent.futures.Future that send() returns, made cheap to make and to
     complete, since a send() loop makes one per record:
     - it has its producer's lock instead of a Condition of its own (making a Future's
-      Condition was a fifth of a send() loop's time); because any record's completion
-      wakes every waiter of the producer, waiting re-checks after each wake-up until this
-      future is done or the timeout is over;
-    - Future.__init__'s attributes are class defaults (the lock on the producer's own
-      subclass, `sharing`), the two lists made when first used, so making one runs no
-      Python code;
-    - a batch's futures are completed together, under one acquisition of the lock with
-      one notify (`_CallerBatch`), not each by set_result.
+      Condition was a fifth of a send() loop's time); because any completion wakes every
+      waiter of the producer, waiting re-checks after each wake-up until this future is
+      done or the timeout is over;
+    - making one runs no Python code: the lock is a class attribute of the producer's own
+      subclass (`sharing`), Future.__init__'s lists are made when first used;
+    - appended in the caller's thread, it refers to its batch's `_Outcome` (`_rec`) and
+      reads its state, result and exception from there, as Kafka's FutureRecordMetadata
+      does: completing a batch sets one outcome, whatever its number of records. What
+      Future itself sets (set_result, set_exception, cancel) is kept on the future and
+      comes first.
     Everything else (callbacks, cancel, concurrent.futures.wait/as_completed) is Future's
     own (tests/unit/test_producer_record_future.py)."""
 
     _condition: threading.Condition
-    _state = _PENDING
-    _result: Any = None
-    _exception: BaseException | None = None
     __init__ = object.__init__
+    # once appended in a caller's thread: (outcome, offset delta, timestamp, key size,
+    # value size); an annotation only, so that the future has none before
+    _rec: tuple[_Outcome, int, int, int, int]
 
     @classmethod
     def sharing(cls, condition: threading.Condition) -> "type[RecordFuture]":
@@ -109,20 +131,70 @@ class RecordFuture(concurrent.futures.Future):
         return type(cls.__name__, (cls,), {"_condition": condition})
 
     @property
-    def _waiters(self) -> list[Any]:  # type: ignore[override]  # concurrent.futures.wait's
+    def _state(self) -> str:
         d = self.__dict__
-        waiters = d.get("_waiter_list")
-        if waiters is None:
-            waiters = d["_waiter_list"] = []
-        return waiters
+        own = d.get("_own_state")
+        if own is not None:
+            return own
+        rec = d.get("_rec")
+        return _FINISHED if rec is not None and rec[0].done else _PENDING
+
+    @_state.setter
+    def _state(self, state: str) -> None:
+        self.__dict__["_own_state"] = state
+
+    @property
+    def _result(self) -> RecordMetadata | None:
+        d = self.__dict__
+        if "_own_result" in d:
+            return d["_own_result"]
+        rec = d.get("_rec")
+        if rec is None or not rec[0].done or rec[0].error is not None:
+            return None
+        outcome, delta, ts, key_size, value_size = rec
+        base = outcome.base_offset
+        appended = outcome.log_append_time
+        return RecordMetadata(outcome.topic, outcome.partition,
+                              base + delta if base >= 0 else -1,
+                              appended if appended != -1 else ts, key_size, value_size)
+
+    @_result.setter
+    def _result(self, result: Any) -> None:
+        self.__dict__["_own_result"] = result
+
+    @property
+    def _exception(self) -> BaseException | None:
+        d = self.__dict__
+        if "_own_exception" in d:
+            return d["_own_exception"]
+        rec = d.get("_rec")
+        return rec[0].error if rec is not None and rec[0].done else None
+
+    @_exception.setter
+    def _exception(self, error: BaseException | None) -> None:
+        self.__dict__["_own_exception"] = error
+
+    @property
+    def _waiters(self) -> list[Any]:  # type: ignore[override]  # concurrent.futures.wait's
+        return self._watched("_waiter_list")
 
     @property
     def _done_callbacks(self) -> list[Any]:
+        return self._watched("_callback_list")
+
+    def _watched(self, name: str) -> list[Any]:
+        """A list of Future.__init__'s, made on first use (with the lock held: Future and
+        concurrent.futures.wait touch them under it); an outcome not yet done then tells
+        this future when it is."""
         d = self.__dict__
-        callbacks = d.get("_callback_list")
-        if callbacks is None:
-            callbacks = d["_callback_list"] = []
-        return callbacks
+        items = d.get(name)
+        if items is None:
+            items = d[name] = []
+            rec = d.get("_rec")
+            if rec is not None and not rec[0].done and "_in_outcome" not in d:
+                d["_in_outcome"] = True
+                rec[0].watched.append(self)
+        return items
 
     def _wait_done(self, timeout: float | None) -> None:
         pending = (_futures_base.PENDING, _futures_base.RUNNING)
@@ -148,39 +220,73 @@ class RecordFuture(concurrent.futures.Future):
 
 
 class _CallerBatch(ProducerBatch):
-    """A batch the sync Producer's callers append to: its RecordFutures complete together."""
+    """A batch the sync Producer's callers append to. Its records' futures refer to its
+    `outcome`; `waiters` holds only the records with an on_delivery."""
 
-    __slots__ = ()
+    __slots__ = ("outcome",)
+
+    def __init__(self, tp: TopicPartition, now: float, deadline: float,
+                 condition: threading.Condition):
+        super().__init__(tp, now, deadline)
+        self.outcome = _Outcome(tp, condition)
+
+    def add_record(self, fut: RecordFuture, timestamp: int, key: bytes | None,
+                   value: bytes | None, headers: bytes, size: int,
+                   on_delivery: DeliveryCallback | None) -> None:
+        """ProducerBatch.add for a send() of a caller's thread: the record encoded, its
+        future referring to this batch's outcome."""
+        delta = self.count
+        self.append(timestamp, key, value, headers)
+        self.size += size
+        rec = (self.outcome, delta, timestamp, -1 if key is None else len(key),
+               -1 if value is None else len(value))
+        fut._rec = rec
+        if on_delivery is not None:
+            self.waiters.append((fut, *rec[1:], on_delivery))
+
+    # `waiters` also holds the records the I/O thread appended one by one (ProducerBatch.add,
+    # after the batch joined the core's buffer): their futures have no `_rec` and are
+    # resolved one by one, as in any batch.
 
     def resolve_waiters(self, base_offset: int, log_append_time: int) -> None:
-        """Every future done under one acquisition of the producer's lock and one notify,
-        then the callbacks (add_done_callback's, on_delivery) record by record."""
-        waiters = cast("list[tuple[RecordFuture, int, int, int, int, DeliveryCallback | None]]",
-                       self.waiters)
-        mds = self.record_metadata(base_offset, log_append_time)
-        later: list[tuple[RecordFuture, DeliveryCallback | None, RecordMetadata]] = []
-        condition = waiters[0][0]._condition
-        with condition:
-            for (fut, _, _, _, _, cb), md in zip(waiters, mds):
-                if fut._state != _PENDING:      # cancelled by its owner
-                    continue
-                extra = fut.__dict__
-                watched = bool(extra)   # waited for, or given callbacks
-                fut._result = md
-                fut._state = _FINISHED
-                if watched:
-                    for waiter in extra.get("_waiter_list", ()):
-                        waiter.add_result(fut)      # concurrent.futures.wait's
-                    if "_callback_list" in extra:
-                        later.append((fut, None, md))
+        self._settle(base_offset, log_append_time, None)
+        if self.waiters:
+            for (fut, _, _, _, _, cb), md in zip(self.waiters,
+                                                 self.record_metadata(base_offset,
+                                                                      log_append_time)):
+                if getattr(fut, "_rec", None) is None:
+                    resolve_future(fut, md)
                 if cb is not None:
-                    later.append((fut, cb, md))
-            condition.notify_all()
-        for fut, cb, md in later:
-            if cb is None:
-                fut._invoke_callbacks()    # type: ignore[attr-defined]  # Future's own
-            else:
-                run_delivery_callback(cb, None, md)
+                    run_delivery_callback(cb, None, md)
+
+    def reject_waiters(self, error: Exception) -> None:
+        self._settle(-1, -1, error)
+        for fut, _, _, _, _, cb in self.waiters:
+            if getattr(fut, "_rec", None) is None:
+                reject_future(fut, error)
+            if cb is not None:
+                run_delivery_callback(cb, error, None)
+
+    def _settle(self, base_offset: int, log_append_time: int, error: Exception | None) -> None:
+        """Every future of the batch done at once, under one acquisition of the lock and
+        one notify; then the callbacks of those that have any."""
+        outcome = self.outcome
+        with outcome.condition:
+            outcome.base_offset = base_offset
+            outcome.log_append_time = log_append_time
+            outcome.error = error
+            outcome.done = True
+            watched, outcome.watched = outcome.watched, []
+            watched = [f for f in watched if "_own_state" not in f.__dict__]  # not cancelled
+            for fut in watched:
+                for waiter in fut._waiters:         # concurrent.futures.wait's
+                    if error is None:
+                        waiter.add_result(fut)
+                    else:
+                        waiter.add_exception(fut)
+            outcome.condition.notify_all()
+        for fut in watched:
+            fut._invoke_callbacks()    # type: ignore[attr-defined]  # Future's own
 
 
 class Producer:
@@ -214,7 +320,7 @@ class Producer:
         # either way: open batches are handed off before such a record.
         # The I/O thread counts what it took in counters of its own, which callers subtract:
         # it then needs no lock to take the queue (see _drain).
-        self._open: dict[tuple[str, int], ProducerBatch] = {}
+        self._open: dict[tuple[str, int], _CallerBatch] = {}
         self._open_bytes = 0            # callers' appends, in bytes ...
         self._adopted_bytes = 0         # ... and what of them the core's buffer took
         self._one_by_one = 0            # records handed off alone ...
@@ -294,8 +400,6 @@ class Producer:
             except Exception as e:
                 self._loop.call_soon(_report_failure, fut, e, on_delivery)
                 return True
-        waiter = (fut, ts, -1 if key_bytes is None else len(key_bytes),
-                  -1 if value_bytes is None else len(value_bytes), on_delivery)
         with self._lock:
             if self._one_by_one != self._one_by_one_done or self._closed:
                 return False
@@ -337,14 +441,14 @@ class Producer:
                 if batch is None:
                     now = time.monotonic()
                     batch = _CallerBatch(TopicPartition(topic, p), now,
-                                          now + acc.delivery_timeout)
+                                         now + acc.delivery_timeout, self._future._condition)
                     self._open[(topic, p)] = batch
                     if not self._sweeping:
                         # linger.ms from now; with 0, when the I/O thread gets to it
                         self._sweeping = True
                         self._loop.call_soon(self._loop.loop.call_later, self._linger,
                                              self._sweep)
-            batch.add(ts, key_bytes, value_bytes, hdrs, size, waiter)
+            batch.add_record(fut, ts, key_bytes, value_bytes, hdrs, size, on_delivery)
             self._open_bytes += size
             if batch.size >= batch_size:
                 self._hand_batch(batch)

@@ -46,7 +46,7 @@ from clients.protocol.record_writer import BatchWriter
 from clients.types import DeliveryCallback, RecordMetadata, TopicPartition
 
 __all__ = ["ProducerBatch", "RecordAccumulator", "Countdown", "record_size", "BATCH_OVERHEAD",
-           "run_delivery_callback"]
+           "run_delivery_callback", "resolve_future", "reject_future"]
 
 BATCH_OVERHEAD = HEADER_SIZE
 _RECORD_OVERHEAD = 21        # attributes, the largest timestamp/offset deltas, lengths
@@ -96,14 +96,14 @@ def record_size(key: bytes | None, value: bytes | None, headers: bytes = b"") ->
             + len(headers))
 
 
-def _resolve(fut: RecordFuture, md: RecordMetadata) -> None:
+def resolve_future(fut: RecordFuture, md: RecordMetadata) -> None:
     try:
         fut.set_result(md)
     except (asyncio.InvalidStateError, concurrent.futures.InvalidStateError):
         pass        # cancelled by its owner (done() first would cost a lock per record)
 
 
-def _reject(fut: RecordFuture, error: Exception) -> None:
+def reject_future(fut: RecordFuture, error: Exception) -> None:
     if not fut.done():
         fut.set_exception(error)
         if hasattr(fut, "get_loop"):
@@ -207,8 +207,7 @@ class ProducerBatch(BatchWriter):
         if self.done:
             return
         self.done = True
-        if self.waiters:
-            self.resolve_waiters(base_offset, log_append_time)
+        self.resolve_waiters(base_offset, log_append_time)
         for countdown, n in self.runs:
             countdown.delivered(n)
         self._finish()
@@ -228,9 +227,11 @@ class ProducerBatch(BatchWriter):
     def resolve_waiters(self, base_offset: int, log_append_time: int) -> None:
         """Resolve the send()s' futures one by one, each then its on_delivery (a subclass
         may resolve them all at once: clients/producer.py)."""
+        if not self.waiters:
+            return
         for (fut, _, _, _, _, cb), md in zip(self.waiters,
                                              self.record_metadata(base_offset, log_append_time)):
-            _resolve(fut, md)
+            resolve_future(fut, md)
             if cb is not None:
                 run_delivery_callback(cb, None, md)
 
@@ -238,13 +239,17 @@ class ProducerBatch(BatchWriter):
         if self.done:
             return
         self.done = True
-        for fut, _, _, _, _, cb in self.waiters:
-            _reject(fut, error)
-            if cb is not None:
-                run_delivery_callback(cb, error, None)
+        self.reject_waiters(error)
         for countdown, _ in self.runs:
             countdown.failed(error)
         self._finish()
+
+    def reject_waiters(self, error: Exception) -> None:
+        """Fail the send()s' futures, each then its on_delivery."""
+        for fut, _, _, _, _, cb in self.waiters:
+            reject_future(fut, error)
+            if cb is not None:
+                run_delivery_callback(cb, error, None)
 
     def _finish(self) -> None:
         self.buf = bytearray()  # nobody needs the bytes any more: free them

@@ -283,8 +283,8 @@ def test_completing_a_batch_skips_futures_their_owners_cancelled():
     async def main():
         loop = asyncio.get_running_loop()
         acc = RecordAccumulator(linger=0.0)
-        lock = threading.Condition()
-        futs = [loop.create_future(), RecordFuture(lock), loop.create_future(), RecordFuture(lock)]
+        sync_future = RecordFuture.sharing(threading.Condition())
+        futs = [loop.create_future(), sync_future(), loop.create_future(), sync_future()]
         futs[0].cancel()
         futs[1].cancel()
         for i, f in enumerate(futs):

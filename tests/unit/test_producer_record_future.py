@@ -76,25 +76,27 @@ def test_standard_helpers_work() -> None:
 
 
 def _batch_of(futs: list[RecordFuture], callbacks: list[Any]) -> _CallerBatch:
-    batch = _CallerBatch(TopicPartition("t", 3), 0.0, 60.0)
+    batch = _CallerBatch(TopicPartition("t", 3), 0.0, 60.0, futs[0]._condition)
     for i, (fut, cb) in enumerate(zip(futs, callbacks)):
-        batch.add(1000 + i, None, b"v%d" % i, b"\x00", 30, (fut, 1000 + i, -1, 2, cb))
+        batch.add_record(fut, 1000 + i, None, b"v%d" % i, b"\x00", 30, cb)
     return batch
 
 
 def test_a_batch_completes_its_futures_together_with_waiters_and_callbacks() -> None:
     cls = RecordFuture.sharing(threading.Condition())
     futs = [cls() for _ in range(5)]
-    assert futs[1].cancel()
     order: list[Any] = []
-    futs[2].add_done_callback(lambda f: order.append(("done", f.result().offset)))
     delivered = [None, None, lambda err, md: order.append(("delivery", md.offset)), None, None]
+    batch = _batch_of(futs, delivered)      # as send() returns them: in their batch
+    assert futs[1].cancel()
+    futs[2].add_done_callback(lambda f: order.append(("done", f.result().offset)))
     waited: list[Any] = []
     waiter = threading.Thread(target=lambda: waited.append(
         concurrent.futures.wait([futs[3], futs[4]], timeout=5)))
     waiter.start()
     time.sleep(0.05)                    # the wait has installed its waiters
-    _batch_of(futs, delivered).complete(base_offset=40, log_append_time=-1)
+    assert not any(f.done() for f in futs if f is not futs[1])
+    batch.complete(base_offset=40, log_append_time=-1)
     waiter.join(5)
     done, not_done = waited[0]
     assert done == {futs[3], futs[4]} and not not_done
@@ -108,5 +110,44 @@ def test_a_failed_batch_fails_its_futures() -> None:
     cls = RecordFuture.sharing(threading.Condition())
     futs = [cls() for _ in range(3)]
     errors: list[Any] = []
-    _batch_of(futs, [lambda err, md: errors.append(err)] * 3).fail(ValueError("lost"))
-    assert all(isinstance(f.exception(0), ValueError) for f in futs) and len(errors) == 3
+    batch = _batch_of(futs, [lambda err, md: errors.append(err), None, None])
+    waited: list[Any] = []
+    waiter = threading.Thread(target=lambda: waited.append(
+        concurrent.futures.wait(futs, timeout=5, return_when="FIRST_EXCEPTION")))
+    waiter.start()
+    time.sleep(0.05)
+    batch.fail(ValueError("lost"))
+    waiter.join(5)
+    assert waited and waited[0].done == set(futs)
+    assert all(isinstance(f.exception(0), ValueError) for f in futs) and len(errors) == 1
+    with pytest.raises(ValueError):
+        futs[2].result(0)
+
+
+def test_a_future_made_and_completed_in_a_batch_keeps_nothing_of_its_own() -> None:
+    # the point of the outcome: completing a batch touches none of its records' futures
+    cls = RecordFuture.sharing(threading.Condition())
+    futs = [cls() for _ in range(3)]
+    _batch_of(futs, [None] * 3).complete(base_offset=7, log_append_time=5555)
+    assert [set(vars(f)) for f in futs] == [{"_rec"}] * 3
+    assert [f.result(0).offset for f in futs] == [7, 8, 9]
+    assert {f.result(0).timestamp for f in futs} == {5555}
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_records_the_io_thread_appends_to_a_callers_batch_are_resolved_too(fails: bool) -> None:
+    # Once in the core's buffer, a caller's batch with room takes records handed off one by
+    # one (ProducerBatch.add on the I/O thread): futures without an outcome of their own.
+    cls = RecordFuture.sharing(threading.Condition())
+    mine, foreign = cls(), cls()
+    batch = _batch_of([mine], [None])
+    heard: list[Any] = []
+    batch.add(2000, None, b"late", b"\x00", 30,
+              (foreign, 2000, -1, 4, lambda e, md: heard.append(md)))
+    if fails:
+        batch.fail(ValueError("lost"))
+        assert isinstance(foreign.exception(0), ValueError) and heard == [None]
+    else:
+        batch.complete(base_offset=10, log_append_time=-1)
+        assert foreign.result(0) == RecordMetadata("t", 3, 11, 2000, -1, 4) == heard[0]
+        assert mine.result(0).offset == 10
