@@ -6,6 +6,13 @@ the same run, librdkafka's 3-broker mock cluster as the ceiling.
     .venv/bin/python bench/latency.py --quick               # 1 repeat, 6 s (a smoke test)
     .venv/bin/python bench/latency.py --rate-mb 50 --seconds 20 --systems strom-3 --label after
     .venv/bin/python bench/latency.py --page-cache full     # as on a host that has run a while
+    .venv/bin/python bench/latency.py --seconds 60 --label steady   # issue 25's steady state
+
+The systems' runs are interleaved (strom, mock, strom, mock, ...), each run on a system
+started for it and closed after it, so that a change in the machine over the minutes of a
+series (another process, the kernel's writeback, the host) falls on both alike;
+`--order grouped` runs all of one system's runs first, on one started system, as before
+2026-11-27.
 
 Each record carries its send time (perf_counter_ns, CLOCK_MONOTONIC: one clock for every
 process on the host) in its first 8 bytes and a sequence number in the next 8; the consumer
@@ -29,6 +36,7 @@ docs/PERFORMANCE.md).
 from __future__ import annotations
 
 import argparse
+import shutil
 import struct
 import sys
 import time
@@ -63,6 +71,7 @@ def _consume(bootstrap: str, topic: str, partitions: int, fetch_wait_ms: int, st
                   "fetch.wait.max.ms": fetch_wait_ms, "fetch.min.bytes": 1, "log_level": 3})
     c.assign([TopicPartition(topic, i, -1) for i in range(partitions)])   # OFFSET_END
     lat: list[float] = []
+    arrived: list[int] = []     # when each of lat's records arrived (for the per-second series)
     seen: set[int] = set()
     duplicates = 0
     # poll(), not consume(n, timeout): consume() returns only when n records are there or
@@ -83,15 +92,42 @@ def _consume(bootstrap: str, topic: str, partitions: int, fetch_wait_ms: int, st
                 else:
                     seen.add(seq)
                     lat.append((t - sent) / 1e6)
+                    arrived.append(t)
         want = expected.value
         if 0 <= want <= len(lat):
             break
     c.close()
+    per_second = by_second(arrived, lat, start_ns.value)
     lat.sort()
     out.put({"received": len(lat), "duplicates": duplicates, "p50_ms": percentile(lat, 50),
              "p99_ms": percentile(lat, 99), "p999_ms": percentile(lat, 99.9),
-             "max_ms": lat[-1] if lat else None})
+             "max_ms": lat[-1] if lat else None, "per_second": per_second})
     done.set()
+
+
+def by_second(arrived_ns: list[int], lat_ms: list[float], start_ns: int) -> list[list[float]]:
+    """[second of the window, records arrived in it, their p50, p99, max]: when in a run the
+    tail comes (the kernel's writeback, a collection) rather than only how long it is."""
+    buckets: dict[int, list[float]] = {}
+    for t, ms in zip(arrived_ns, lat_ms):
+        buckets.setdefault(max(0, (t - start_ns) // 1_000_000_000), []).append(ms)
+    out = []
+    for sec in sorted(buckets):
+        xs = sorted(buckets[sec])
+        out.append([sec, len(xs), round(percentile(xs, 50), 2), round(percentile(xs, 99), 2),
+                    round(xs[-1], 2)])
+    return out
+
+
+def _memory_sampler(stop: Any, samples: list[list[float]], t0: float) -> None:
+    """Every second: the kernel's dirty and writeback page cache and free memory (MB)."""
+    while not stop.wait(1.0):
+        try:
+            info = dict(line.split(":", 1) for line in open("/proc/meminfo"))
+        except OSError:
+            return
+        samples.append([round(time.monotonic() - t0, 1),
+                        *(int(info[k].split()[0]) // 1024 for k in ("Dirty", "Writeback", "MemFree"))])
 
 
 class _WindowFailures(DeliveryCounter):
@@ -165,6 +201,12 @@ def run_once(bootstrap: str, topic: str, partitions: int, size: int, rate_mb: fl
                   "queue.buffering.max.messages": 1_000_000, **failures.config()})
     pad = b"x" * (size - _STAMP.size)
     pack = _STAMP.pack
+    import threading
+    memory: list[list[float]] = []       # [s since the window began, dirty, writeback, free MB]
+    memory_stop = threading.Event()
+    threading.Thread(target=_memory_sampler, args=(memory_stop, memory,
+                                                   time.monotonic() + warmup),
+                     daemon=True).start()
     produce_batch = p.produce_batch
     now = time.perf_counter_ns
     t0 = now()
@@ -196,6 +238,7 @@ def run_once(bootstrap: str, topic: str, partitions: int, size: int, rate_mb: fl
                 if queued < len(due_records) else []
         p.poll(0)
         time.sleep(0.0005)
+    memory_stop.set()
     unflushed = p.flush(30)
     achieved = sent * size / ((now() - t0) / 1e9) / MB
     first = failures.first_seq
@@ -210,7 +253,8 @@ def run_once(bootstrap: str, topic: str, partitions: int, size: int, rate_mb: fl
     acct = window_accounting(created_in_window, unqueued_in_window, failures.failed_in_window,
                              unflushed, res["received"], res["duplicates"])
     return {"achieved_mb_s": achieved, "records": res["received"], **acct,
-            **{k: res[k] for k in ("p50_ms", "p99_ms", "p999_ms", "max_ms")}}
+            **{k: res[k] for k in ("p50_ms", "p99_ms", "p999_ms", "max_ms")},
+            "per_second": res["per_second"], "memory_mb_by_second": memory}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -228,6 +272,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fetch-wait-ms", type=int, default=FETCH_WAIT_MS,
                     help="consumer fetch.wait.max.ms (librdkafka's mock answers only after it)")
     ap.add_argument("--quick", action="store_true", help="1 repeat of 6 s (a smoke test)")
+    ap.add_argument("--order", choices=["interleaved", "grouped"], default="interleaved",
+                    help="interleaved: a system started for each run, the systems' runs "
+                         "alternating; grouped: one system's runs in a row on one started system")
     ap.add_argument("--broker-repo", metavar="DIR", help="run strom from this checkout (before/after)")
     ap.add_argument("--page-cache", choices=["as-is", "full"], default="as-is",
                     help="full: fill free memory with clean page cache before every run, as on a "
@@ -243,31 +290,55 @@ def main(argv: list[str] | None = None) -> int:
     out = Results("latency", a, info)
     results: list[dict[str, Any]] = []
     failed: list[str] = []
+    systems = a.systems.split(",")
+    runs_of: dict[str, list[dict]] = {system: [] for system in systems}
     with workdir() as wd:
         fill = PageCacheFill(wd / "ballast") if a.page_cache == "full" else None
-        for system in a.systems.split(","):
+
+        def start(system: str, n: int) -> Any:
             log(f"starting {system}")
-            sut = StromCluster(wd, 3) if system == "strom-3" else MockCluster(3)
-            try:
-                runs = []
-                for r in range(a.repeats):
-                    topic = f"lat-{r}"
-                    sut.create_topic(topic, a.partitions, 3)
-                    filled = fill.top_up() if fill else None
-                    load = loadavg()
-                    res = run_once(sut.bootstrap, topic, a.partitions, a.record_size, a.rate_mb,
-                                   a.seconds, a.warmup, a.drain)
-                    res["loadavg"] = load
-                    if filled:
-                        res["page_cache_fill"] = filled
-                    log(f"{system} run {r}: {res}")
-                    for problem in res["problems"]:
-                        failed.append(f"{system} run {r}: {problem}")
-                        log(f"{system} run {r}: {problem}")
-                    out.run(f"{system}-run{r}", {"system": system, "repeat": r, **res})
-                    runs.append(res)
-            finally:
-                sut.close()
+            return StromCluster(wd / f"{system}-{n}", 3) if system == "strom-3" \
+                else MockCluster(3)
+
+        def one_run(system: str, sut: Any, r: int) -> None:
+            topic = f"lat-{r}"
+            sut.create_topic(topic, a.partitions, 3)
+            filled = fill.top_up() if fill else None
+            load = loadavg()
+            res = run_once(sut.bootstrap, topic, a.partitions, a.record_size, a.rate_mb,
+                           a.seconds, a.warmup, a.drain)
+            res["loadavg"] = load
+            if filled:
+                res["page_cache_fill"] = filled
+            log(f"{system} run {r}: " + str({k: v for k, v in res.items()
+                                             if k not in ("per_second", "memory_mb_by_second")}))
+            for problem in res["problems"]:
+                failed.append(f"{system} run {r}: {problem}")
+                log(f"{system} run {r}: {problem}")
+            out.run(f"{system}-run{r}", {"system": system, "repeat": r, "order": a.order,
+                                         **res})
+            runs_of[system].append(res)
+
+        if a.order == "interleaved":
+            for r in range(a.repeats):
+                for system in systems:
+                    sut = start(system, r)
+                    try:
+                        one_run(system, sut, r)
+                    finally:
+                        sut.close()
+                        # a 60 s run at 50 MB/s leaves 9 GB of logs (rf 3)
+                        shutil.rmtree(wd / f"{system}-{r}", ignore_errors=True)
+        else:
+            for system in systems:
+                sut = start(system, 0)
+                try:
+                    for r in range(a.repeats):
+                        one_run(system, sut, r)
+                finally:
+                    sut.close()
+        for system in systems:
+            runs = runs_of[system]
             results.append({"system": system, "runs": runs,
                             "median_run_by_p99": median_run(runs, "p99_ms"),
                             **{k: median_of_runs([x[k] for x in runs])
@@ -276,7 +347,8 @@ def main(argv: list[str] | None = None) -> int:
             fill.close()
     print()
     print(f"end-to-end latency, {a.rate_mb} MB/s offered, {a.record_size} B records, "
-          f"{a.partitions} partitions, rf=3 acks=all, {a.seconds} s per run; per system the run "
+          f"{a.partitions} partitions, rf=3 acks=all, {a.seconds} s per run, runs {a.order}; "
+          f"per system the run "
           f"with the median p99 of its runs ({runs_note(a.repeats)}; every figure of a row from "
           f"that one run); page cache {'full' if fill else 'as found'}")
     rows = []
