@@ -228,3 +228,34 @@ def test_count_batch_records_reads_whole_batches_from_their_headers():
     assert count_batch_records(batch + batch[:20]) == (3, 13)       # a partial batch at the end
     assert count_batch_records(batch[:20]) == (0, -1)
     assert count_batch_records(None) == (0, -1)
+
+
+def test_the_perf_tools_lines_are_read_as_the_tools_print_them() -> None:
+    from bench.perf_tools import parse_consumer, parse_producer
+    produced = parse_producer(
+        "52341 records sent, 10468.2 records/sec (1.00 MB/sec), 12.50 ms avg latency, 40.00 ms max "
+        "latency.\n"
+        "1000000 records sent, 110176.000000 records/sec (10.51 MB/sec), 3.19 ms avg latency, "
+        "48.21 ms max latency, 2 ms 50th, 6 ms 95th, 11 ms 99th, 30 ms 99.9th.\n")
+    assert produced == {"records": 1_000_000, "records_per_s": 110176.0, "mb_per_s": 10.51,
+                        "avg_latency_ms": 3.19, "max_latency_ms": 48.21, "p50_ms": 2,
+                        "p95_ms": 6, "p99_ms": 11}
+    consumed = parse_consumer(
+        "start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, "
+        "rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec\n"
+        "2026-11-27 03:24:01:100, 2026-11-27 03:24:03:600, 95.3674, 38.1470, 1000000, "
+        "400000.0000, 80, 2420, 39.4080, 413223.1405\n")
+    assert consumed == {"mb": 95.3674, "mb_per_s": 38.147, "records": 1_000_000,
+                        "records_per_s": 400000.0}
+    with pytest.raises(ValueError):
+        parse_producer("the tool failed before its summary")
+
+
+def test_the_latency_series_buckets_records_by_the_second_they_arrived() -> None:
+    from bench.latency import by_second
+    start = 10_000_000_000
+    arrived = [start + 100_000_000, start + 900_000_000, start + 1_500_000_000,
+               start - 5_000_000]                    # before the window: counted in second 0
+    series = by_second(arrived, [5.0, 7.0, 300.0, 1.0], start)
+    assert [row[:2] for row in series] == [[0, 3], [1, 1]]
+    assert series[1][3] == 300.0 and series[0][4] == 7.0
