@@ -357,6 +357,16 @@ class Results:
         return str(path)
 
 
+def failures_status(failed: list[str]) -> int:
+    """A script's exit status from the problems of its runs: 0, or 1 after listing them."""
+    if not failed:
+        return 0
+    print(f"FAILED: {len(failed)} problem(s) in the runs above:", file=sys.stderr)
+    for f in failed:
+        print(f"  {f}", file=sys.stderr)
+    return 1
+
+
 def run_main(main: Callable[[], int]) -> None:
     """A script's entry point: a BenchFailure (delivery errors, unacknowledged or lost
     records) is printed as FAILED with its reason and the exit status is 1."""

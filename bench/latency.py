@@ -46,9 +46,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._common import (MB, DeliveryCounter, MockCluster, PageCacheFill, Results,  # noqa: E402
-                           StromCluster, add_results_args, loadavg, log, machine, median_of_runs,
-                           median_run, percentile, print_table, run_main, runs_note,
-                           use_broker_repo, workdir, write_json)
+                           StromCluster, add_results_args, failures_status, loadavg, log, machine,
+                           median_of_runs, median_run, percentile, print_table, run_main,
+                           runs_note, use_broker_repo, workdir, write_json)
 
 _STAMP = struct.Struct(">qq")     # send time (perf_counter_ns), sequence number
 FETCH_WAIT_MS = 5     # the mock cluster answers a fetch only after this (no long-poll wake-up)
@@ -367,12 +367,7 @@ def main(argv: list[str] | None = None) -> int:
     write_json(a.json, {"benchmark": "latency", "args": vars(a), "machine": info,
                         "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "run_dir": str(out.dir),
                         "results": results, "failed": failed})
-    if failed:
-        print(f"FAILED: {len(failed)} problem(s) in the runs above:", file=sys.stderr)
-        for f in failed:
-            print(f"  {f}", file=sys.stderr)
-        return 1
-    return 0
+    return failures_status(failed)
 
 
 if __name__ == "__main__":

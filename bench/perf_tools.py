@@ -25,8 +25,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._common import (REPO, Results, StromBroker, add_results_args, log,  # noqa: E402
-                           machine, median_of_runs, print_table, run_main, runs_note, workdir)
+from bench._common import (REPO, Results, StromBroker, add_results_args,  # noqa: E402
+                           failures_status, log, machine, median_of_runs, print_table, run_main,
+                           runs_note, workdir)
 
 _PRODUCED = re.compile(
     r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, "
@@ -144,12 +145,7 @@ def main(argv: list[str] | None = None) -> int:
                      summary["x_baseline"]["consumer"]["median"]])
     print_table(["checkout", "producer rec/s", "avg latency ms", "p99 ms", "consumer rec/s"], rows)
     out.summary({"results": summary, "failed": failed})
-    if failed:
-        print(f"FAILED: {len(failed)} problem(s):", file=sys.stderr)
-        for f in failed:
-            print(f"  {f}", file=sys.stderr)
-        return 1
-    return 0
+    return failures_status(failed)
 
 
 if __name__ == "__main__":
