@@ -10,7 +10,9 @@ flush/close. What must hold, against a real broker:
 - several threads sending at once: every record once, each thread's in its order;
 - a record the serializer refuses fails its future and on_delivery (on the I/O thread, as
   every delivery report), and the records around it are delivered;
-- a full buffer.memory blocks send() in the caller's thread for max.block.ms.
+- a full buffer.memory blocks send() in the caller's thread for max.block.ms;
+- past 10,000 records queued one by one, send() waits for the I/O thread and is woken as
+  soon as it takes them.
 """
 from __future__ import annotations
 
@@ -208,3 +210,18 @@ def test_a_send_from_a_delivery_callback_never_blocks_the_io_thread_on_a_full_bu
         wait_futures(later, 30)
         assert time.monotonic() - started < 15, "the I/O thread waited for memory"
         assert len(later) == 20 and all(f.exception(0) is None for f in later)
+
+
+def test_sends_past_the_hand_off_limit_wait_for_the_io_thread_and_then_go_on(broker):
+    # A topic without metadata yet: every record goes to the I/O thread one by one, and
+    # past 10,000 queued, send() waits in the caller's thread until the I/O thread takes
+    # them (_wait_for_room, woken by the drain as it takes the queue). A wake-up lost there
+    # leaves send() blocked for max.block.ms, then KafkaTimeoutError.
+    n = 25_000
+    with Producer(bootstrap_servers=broker.bootstrap, max_block_ms=20_000) as p:
+        started = time.monotonic()
+        futs = [p.send("handoff-new", b"%d" % i, partition=0) for i in range(n)]
+        took = time.monotonic() - started
+        p.flush(60)
+        assert offsets(futs) == list(range(n))
+    assert took < 15, f"{n} sends took {took:.1f}s"
