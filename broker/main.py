@@ -110,7 +110,8 @@ class Broker:
             config.log_dirs, self.topic_configs.default_log_config(),
             producer_id_expiration_ms=config.get("producer.id.expiration.ms"),
             cleaner_enabled=config.get("log.cleaner.enable"),
-            cleaner_dedupe_buffer_size=config.get("log.cleaner.dedupe.buffer.size"))
+            cleaner_dedupe_buffer_size=config.get("log.cleaner.dedupe.buffer.size"),
+            writeback_interval_bytes=config.get("log.writeback.interval.bytes"))
         self.purgatory = FetchPurgatory()
         self.fetch_sessions = FetchSessionCache(
             config.get("max.incremental.fetch.session.cache.slots"),

@@ -154,6 +154,12 @@ BROKER_CONFIGS: tuple[ConfigKey, ...] = (
        "Max time data stays unflushed; unset: log.flush.scheduler.interval.ms."),
     _b("log.flush.scheduler.interval.ms", "long", LONG_MAX, "high", RO,
        "Period of the check for logs to flush."),
+    _b("log.writeback.interval.bytes", "long", 4 << 20, "medium", RO,
+       "Bytes appended to a segment after which the kernel is asked to start writing them to "
+       "disk (sync_file_range on a thread of its own; nothing waits for it, it is not a "
+       "flush). Keeps the kernel's writeback bursts from stalling the broker's appends; 0: "
+       "off, the kernel alone decides.", Range(0),
+       "strom's own key (Kafka has none): Kafka's appends run on many threads"),
     _b("log.flush.offset.checkpoint.interval.ms", "int", 60000, "high", RO,
        "Period of writing the recovery-point checkpoint.", Range(0)),
     _b("log.flush.start.offset.checkpoint.interval.ms", "int", 60000, "high", RO,

@@ -25,7 +25,7 @@ every method is synchronous. Others may read `segments` (the cleaner, metrics) o
 thread but never change it.
 
 Blocking I/O: `open` (recovery reads whole unflushed segments), `append` (os.write to the
-page cache), `roll` (creates files), reads and lookups (header preads, page cache), `flush`
+page cache; every few MB its write-behind starts their writeback, on its own thread), `roll` (creates files), reads and lookups (header preads, page cache), `flush`
 (fsync of segments and the directory), truncation, removal and swaps (ftruncate, rename,
 directory fsync).
 """
@@ -42,6 +42,7 @@ from .errors import KafkaStorageError, LogDirFullError, is_disk_full
 from .leader_epoch import LeaderEpochCache
 from .log_loader import load_segments
 from .segment import SWAP_SUFFIX, BatchInfo, FileRegion, LogSegment, SegmentDeleter
+from .write_behind import WriteBehind
 from .segment import now_ms as _clock
 
 
@@ -72,7 +73,8 @@ class LocalLog:
     """The segments of `dir`; `name` (`<topic>-<partition>`) only labels errors."""
 
     def __init__(self, dir: str, name: str, config: LogConfig, deleter: SegmentDeleter,
-                 segments: list[LogSegment], recovery_point: int):
+                 segments: list[LogSegment], recovery_point: int,
+                 write_behind: WriteBehind | None = None):
         if not segments:
             raise ValueError(f"{name}: a log has at least one segment")
         self.dir = dir
@@ -80,6 +82,8 @@ class LocalLog:
         # Set through PartitionLog.update_config only, which keeps its own copy equal.
         self.config = config
         self.deleter = deleter
+        self.write_behind = write_behind if write_behind is not None and write_behind.enabled \
+            else None
         self.segments = segments
         self._bases = [s.base_offset for s in segments]     # for bisect: no key= call
         self.log_end_offset = segments[-1].next_offset
@@ -91,7 +95,8 @@ class LocalLog:
     @classmethod
     def open(cls, dir: str, name: str, config: LogConfig, deleter: SegmentDeleter, *,
              recovery_point: int, start_offset: int, clean: bool,
-             leader_epochs: LeaderEpochCache) -> LocalLog:
+             leader_epochs: LeaderEpochCache, write_behind: WriteBehind | None = None
+             ) -> LocalLog:
         """Open and recover the segments of `dir` (log_loader); an empty dir gets one empty
         segment at `start_offset`. Offsets below `recovery_point` are trusted, or all of
         them after a `clean` shutdown. Epochs found while recovering go to `leader_epochs`."""
@@ -101,7 +106,7 @@ class LocalLog:
                                     config.segment_index_bytes, create=True)]
         end = segs[-1].next_offset
         return cls(dir, name, config, deleter, segs,
-                   end if clean else min(max(recovery_point, 0), end))
+                   end if clean else min(max(recovery_point, 0), end), write_behind)
 
     # =================================================================== state
     @property
@@ -125,13 +130,16 @@ class LocalLog:
                last_offset: int) -> None:
         """Write whole, validated, offset-stamped batches to the active segment (the caller
         rolled first if they do not fit) and move the log end past `last_offset`."""
+        seg = self.segments[-1]
         try:
-            self.segments[-1].append(data, infos)
+            seg.append(data, infos)
         except OSError as e:
             if is_disk_full(e):         # the segment cut the write back: nothing changed
                 raise LogDirFullError(f"{self.name}: append failed, the disk is full: {e}") from e
             raise KafkaStorageError(f"{self.name}: append failed: {e}") from e
         self.log_end_offset = last_offset + 1
+        if self.write_behind is not None:
+            self.write_behind.appended(seg)
 
     def roll(self, now_ms: int, base_offset: int | None = None) -> LogSegment:
         """Start a new active segment at the log end (or at `base_offset` if beyond it). An

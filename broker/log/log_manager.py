@@ -55,6 +55,7 @@ from .partition_log import PartitionLog
 from .producer_state import snapshot_file_name
 from .segment import SegmentDeleter
 from .segment import now_ms as _clock
+from .write_behind import WriteBehind
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 META_PROPERTIES_FILE = "meta.properties"
@@ -105,12 +106,14 @@ class LogDirInfo:
 
 class LogManager:
     """`cleaner_enabled` is log.cleaner.enable; `cleaner_dedupe_buffer_size`
-    log.cleaner.dedupe.buffer.size (bounds how much dirty log one cleaning maps)."""
+    log.cleaner.dedupe.buffer.size (bounds how much dirty log one cleaning maps);
+    `writeback_interval_bytes` log.writeback.interval.bytes (write_behind.py; 0: off)."""
 
     def __init__(self, log_dirs: list[str], default_config: LogConfig,
                  topic_configs: Mapping[str, LogConfig] | None = None, *,
                  producer_id_expiration_ms: int = 86400000, cleaner_enabled: bool = True,
-                 cleaner_dedupe_buffer_size: int = DEFAULT_DEDUPE_BUFFER_SIZE):
+                 cleaner_dedupe_buffer_size: int = DEFAULT_DEDUPE_BUFFER_SIZE,
+                 writeback_interval_bytes: int = 0):
         self._checkpoint_writer: concurrent.futures.ThreadPoolExecutor | None = None
         self._fsync_failures: list[str] = []     # files the background fsync could not sync
         self._closing = False
@@ -124,6 +127,7 @@ class LogManager:
         self.cleaner_enabled = cleaner_enabled
         self.cleaner = LogCleaner(cleaner_dedupe_buffer_size)
         self.deleter = SegmentDeleter()
+        self.write_behind = WriteBehind.for_this_os(writeback_interval_bytes)
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._dir_of: dict[TopicPartition, str] = {}
         self._dirs_to_delete: list[tuple[int, str, PartitionLog | None]] = []
@@ -197,7 +201,8 @@ class LogManager:
         return PartitionLog(path, config, topic=tp[0], partition=tp[1],
                             recovery_point=recovery_point, log_start_offset=log_start_offset,
                             clean_shutdown=clean, deleter=self.deleter,
-                            first_dirty_offset=first_dirty, fsync_later=self._fsync_later)
+                            first_dirty_offset=first_dirty, fsync_later=self._fsync_later,
+                            write_behind=self.write_behind)
 
     def _adopt_loaded_futures(self) -> None:
         """Future logs found at start: with their current log they go on moving; without
@@ -270,7 +275,8 @@ class LogManager:
         try:
             plog = PartitionLog(path, config or self.default_config, topic=topic,
                                 partition=partition, deleter=self.deleter,
-                                fsync_later=self._fsync_later)
+                                fsync_later=self._fsync_later,
+                                write_behind=self.write_behind)
             checkpoints.fsync_dir(log_dir)
         except OSError as e:
             self.mark_dir_offline(log_dir, e)
@@ -479,7 +485,8 @@ class LogManager:
         try:
             future = PartitionLog(path, current.config, topic=topic, partition=partition,
                                   log_start_offset=current.log_start_offset, deleter=self.deleter,
-                                  fsync_later=self._fsync_later)
+                                  fsync_later=self._fsync_later,
+                                  write_behind=self.write_behind)
             checkpoints.fsync_dir(target)
         except OSError as e:
             self.mark_dir_offline(target, e)
@@ -749,6 +756,7 @@ class LogManager:
             if self._checkpoint_writer is not None:
                 self._checkpoint_writer.shutdown(wait=True)
                 self._checkpoint_writer = None
+        self.write_behind.close()
         self.deleter.run_all()
         for _, path, deleted in self._dirs_to_delete:
             if deleted is not None:

@@ -75,6 +75,7 @@ from .segment import BatchInfo, LogSegment, SegmentDeleter
 from .segment import now_ms as _clock
 from .validation import (scan_batches, validate_follower_batches, validate_leader_batches,
                          validate_record_keys)
+from .write_behind import WriteBehind
 
 # ListOffsets special timestamps
 LATEST_TIMESTAMP = -1
@@ -131,13 +132,15 @@ class PartitionLog:
     """One partition's log in `dir` (named `<topic>-<partition>`), opened and recovered by
     the constructor. `recovery_point`: offsets below it were fsynced and are trusted;
     `clean_shutdown`: the broker closed cleanly, nothing needs recovery;
-    `first_dirty_offset`: where the log cleaner stopped (its checkpoint), None if unknown."""
+    `first_dirty_offset`: where the log cleaner stopped (its checkpoint), None if unknown;
+    `write_behind`: its broker's (write_behind.py), None for none."""
 
     def __init__(self, dir: str, config: LogConfig, *, topic: str | None = None,
                  partition: int | None = None, recovery_point: int = 0,
                  log_start_offset: int = 0, clean_shutdown: bool = False,
                  deleter: SegmentDeleter | None = None, first_dirty_offset: int | None = None,
-                 fsync_later: Callable[[str], None] | None = None):
+                 fsync_later: Callable[[str], None] | None = None,
+                 write_behind: WriteBehind | None = None):
         self.dir = dir
         if topic is None or partition is None:
             name, _, index = os.path.basename(os.path.normpath(dir)).rpartition("-")
@@ -170,7 +173,8 @@ class PartitionLog:
         self.producers = ProducerStateManager(dir, fsync_later)
         self.local_log = LocalLog.open(dir, f"{topic}-{partition}", config, self.deleter,
                                        recovery_point=recovery_point, start_offset=log_start_offset,
-                                       clean=clean_shutdown, leader_epochs=self.leader_epochs)
+                                       clean=clean_shutdown, leader_epochs=self.leader_epochs,
+                                       write_behind=write_behind)
         self._load(log_start_offset, None if clean_shutdown else recovery_point)
 
     # =================================================================== loading

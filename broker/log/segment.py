@@ -105,6 +105,9 @@ class LogSegment:
         self.index_interval_bytes = index_interval_bytes
         self.created_ms = created_ms
         self.size = os.fstat(self.fd).st_size
+        # Where the bytes not yet handed to the write-behind start (write_behind.py): what
+        # the file held at open is the kernel's business.
+        self.writeback_from = self.size
         self.max_timestamp = -1
         self.offset_of_max_timestamp = -1
         self.deleted = False
@@ -379,6 +382,7 @@ class LogSegment:
         if pos < file_size:
             os.ftruncate(self.fd, pos)
         self.size = pos
+        self.writeback_from = min(self.writeback_from, pos)
         self._next_offset = prev_last + 1
         self._rolling_ts, self._rolling_known = first_ts, True
         self.index.write()
@@ -398,6 +402,7 @@ class LogSegment:
         removed = self.size - position
         os.ftruncate(self.fd, position)
         self.size = position
+        self.writeback_from = min(self.writeback_from, position)
         self._next_offset = None if position else self.base_offset
         self._bytes_since_index = 0
         self._recompute_max_timestamp()
