@@ -455,11 +455,12 @@ class StromBroker(System):
 class StromCluster(System):
     """Three strom brokers and one real ZooKeeper (tests/support/cluster.py)."""
 
-    def __init__(self, wd: Path, brokers: int = 3):
+    def __init__(self, wd: Path, brokers: int = 3, overrides: dict[str, str] | None = None):
         from tests.support.cluster import Cluster
         self.name = f"strom-{brokers}"
         self.cluster = Cluster(wd / "cluster", brokers=brokers,
-                               overrides={"auto.create.topics.enable": "false"}).start()
+                               overrides={"auto.create.topics.enable": "false",
+                                          **(overrides or {})}).start()
         self.bootstrap = self.cluster.bootstrap
 
     def pids(self) -> list[int]:

@@ -7,6 +7,7 @@ the same run, librdkafka's 3-broker mock cluster as the ceiling.
     .venv/bin/python bench/latency.py --rate-mb 50 --seconds 20 --systems strom-3 --label after
     .venv/bin/python bench/latency.py --page-cache full     # as on a host that has run a while
     .venv/bin/python bench/latency.py --seconds 60 --label steady   # issue 25's steady state
+    .venv/bin/python bench/latency.py --seconds 60 --systems strom-3,strom-3-nowriteback
 
 The systems' runs are interleaved (strom, mock, strom, mock, ...), each run on a system
 started for it and closed after it, so that a change in the machine over the minutes of a
@@ -27,6 +28,12 @@ counts the distinct sequence numbers it received, and a run whose acknowledged r
 not all arrive within --drain seconds after flush() reports them as lost; a run with lost
 records, delivery errors or records flush() left unacknowledged makes the script exit 1.
 
+For strom, bench/loop_blocked.py samples each broker's event-loop thread every 5 ms for the
+time it spends in the kernel unable to run (state D: an append waiting for the kernel's
+writeback, say), per second of the window and in total, with the kernel functions it waited
+in; strom-3-nowriteback is strom with log.writeback.interval.bytes=0 (the kernel alone
+decides when the logs are written back), for the write-behind's before/after.
+
 The table shows, per system, the run with the median p99 of --repeats runs (every figure of
 a row comes from that one run). Every run is written to
 bench/results/latency-<date>-<time>[-<label>]/ as it finishes. The producer and the consumer
@@ -36,15 +43,17 @@ docs/PERFORMANCE.md).
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import struct
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench import loop_blocked  # noqa: E402
 from bench._common import (MB, DeliveryCounter, MockCluster, PageCacheFill, Results,  # noqa: E402
                            StromCluster, add_results_args, failures_status, loadavg, log, machine,
                            median_of_runs, median_run, percentile, print_table, run_main,
@@ -60,19 +69,30 @@ def set_fetch_wait(ms: int) -> None:
 
 
 def _consume(bootstrap: str, topic: str, partitions: int, fetch_wait_ms: int, start_ns,
-             expected, stop, ready, done, out) -> None:
+             expected, stop, ready, done, out, capacity: int) -> None:
     """The consumer, in a process of its own (spawned): in a thread of the producing process
     it competed for the GIL with the producer's loop and fell seconds behind. Counts the
     records sent at or after start_ns, once each (by sequence number), until it has
-    `expected` of them (set when the producer's flush() has returned) or `stop` is set."""
+    `expected` of them (set when the producer's flush() has returned) or `stop` is set.
+
+    What it keeps per record is allocated and written before the run, for `capacity`
+    sequence numbers: lists and a set that grow during the run take new memory in the
+    middle of it, and on this VM that memory costs host-side faults once the brokers' page
+    cache has used up the cheap part (about 8 GB into a 60 s run at 50 MB/s, rf 3): the
+    consumer then stood 1-2 s in the kernel, and the records it did not take meanwhile
+    counted as the brokers' latency (docs/PERFORMANCE.md, "Writeback stalls")."""
+    from array import array
+
     from confluent_kafka import Consumer, TopicPartition
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"lat-{time.time_ns()}",
                   "enable.auto.commit": False, "auto.offset.reset": "latest",
                   "fetch.wait.max.ms": fetch_wait_ms, "fetch.min.bytes": 1, "log_level": 3})
     c.assign([TopicPartition(topic, i, -1) for i in range(partitions)])   # OFFSET_END
-    lat: list[float] = []
-    arrived: list[int] = []     # when each of lat's records arrived (for the per-second series)
-    seen: set[int] = set()
+    lat = array("d", [0.0]) * capacity          # written now: the pages are mapped
+    arrived = array("q", [0]) * capacity        # when each of lat's records arrived
+    seen = bytearray(b"\x01") * capacity        # 1: not yet seen (each page written)
+    overflow: set[int] = set()                  # sequence numbers past capacity (none if sized)
+    n = 0
     duplicates = 0
     # poll(), not consume(n, timeout): consume() returns only when n records are there or
     # the timeout passes, which would add up to the timeout to every latency.
@@ -87,25 +107,36 @@ def _consume(bootstrap: str, topic: str, partitions: int, fetch_wait_ms: int, st
             t = now()
             sent, seq = unpack(m.value())  # type: ignore[arg-type]
             if sent >= start_ns.value:
-                if seq in seen:
-                    duplicates += 1
+                if seq < capacity:
+                    fresh = seen[seq]
+                    seen[seq] = 0
                 else:
-                    seen.add(seq)
+                    fresh = seq not in overflow
+                    overflow.add(seq)
+                if not fresh:
+                    duplicates += 1
+                elif n < capacity:
+                    lat[n] = (t - sent) / 1e6
+                    arrived[n] = t
+                    n += 1
+                else:
                     lat.append((t - sent) / 1e6)
                     arrived.append(t)
+                    n += 1
         want = expected.value
-        if 0 <= want <= len(lat):
+        if 0 <= want <= n:
             break
     c.close()
-    per_second = by_second(arrived, lat, start_ns.value)
-    lat.sort()
+    per_second = by_second(arrived[:n], lat[:n], start_ns.value)
+    lat = sorted(lat[:n])
     out.put({"received": len(lat), "duplicates": duplicates, "p50_ms": percentile(lat, 50),
              "p99_ms": percentile(lat, 99), "p999_ms": percentile(lat, 99.9),
              "max_ms": lat[-1] if lat else None, "per_second": per_second})
     done.set()
 
 
-def by_second(arrived_ns: list[int], lat_ms: list[float], start_ns: int) -> list[list[float]]:
+def by_second(arrived_ns: Sequence[int], lat_ms: Sequence[float], start_ns: int
+              ) -> list[list[float]]:
     """[second of the window, records arrived in it, their p50, p99, max]: when in a run the
     tail comes (the kernel's writeback, a collection) rather than only how long it is."""
     buckets: dict[int, list[float]] = {}
@@ -117,6 +148,27 @@ def by_second(arrived_ns: list[int], lat_ms: list[float], start_ns: int) -> list
         out.append([sec, len(xs), round(percentile(xs, 50), 2), round(percentile(xs, 99), 2),
                     round(xs[-1], 2)])
     return out
+
+
+def loop_blocked_window(lines: list[dict], pids: list[int], warmup: float,
+                        seconds: float) -> dict[str, Any]:
+    """bench/loop_blocked.py's lines for the measured window (its second s is the window's
+    second s - warmup): per second [s, ms of each broker's loop in D], each broker's total
+    and the worst second of any broker, and the kernel functions it waited in. Nothing for
+    a system without broker pids (the mock)."""
+    if not pids:
+        return {}
+    first, last = int(round(warmup)), int(round(warmup + seconds))
+    rows = [x for x in lines if first <= x["t"] < last]
+    by_second = [[x["t"] - first, *(x["blocked_ms"].get(str(p), 0) for p in pids)] for x in rows]
+    waits: dict[str, int] = {}
+    for x in rows:
+        for fn, n in x["waits"].items():
+            waits[fn] = waits.get(fn, 0) + n
+    return {"loop_blocked_ms_by_second": by_second,
+            "loop_blocked_ms": [sum(r[i + 1] for r in by_second) for i in range(len(pids))],
+            "loop_blocked_worst_second_ms": max((max(r[1:]) for r in by_second), default=0),
+            "loop_blocked_waits": dict(sorted(waits.items(), key=lambda kv: -kv[1])[:8])}
 
 
 def _memory_sampler(stop: Any, samples: list[list[float]], t0: float) -> None:
@@ -170,8 +222,12 @@ def window_accounting(created_in_window: int, unqueued_in_window: int, failed_in
 
 
 def run_once(bootstrap: str, topic: str, partitions: int, size: int, rate_mb: float,
-             seconds: float, warmup: float, drain: float = 10.0) -> dict:
+             seconds: float, warmup: float, drain: float = 10.0,
+             broker_pids: list[int] | None = None) -> dict:
+    """One run; with `broker_pids`, bench/loop_blocked.py samples their event loops."""
     import multiprocessing as mp
+    import subprocess
+    import tempfile
 
     from confluent_kafka import Producer
     if size < _STAMP.size:
@@ -181,8 +237,10 @@ def run_once(bootstrap: str, topic: str, partitions: int, size: int, rate_mb: fl
     start_ns = ctx.Value("q", 2 ** 62)
     expected = ctx.Value("q", -1, lock=False)
     stop, ready, done, out = ctx.Event(), ctx.Event(), ctx.Event(), ctx.Queue()
+    capacity = int(rate * (warmup + seconds) * 1.2) + 10_000     # sequence numbers to come
     proc = ctx.Process(target=_consume, args=(bootstrap, topic, partitions, FETCH_WAIT_MS,
-                                              start_ns, expected, stop, ready, done, out),
+                                              start_ns, expected, stop, ready, done, out,
+                                              capacity),
                        daemon=True)
     proc.start()
     ready.wait(60)
@@ -208,6 +266,11 @@ def run_once(bootstrap: str, topic: str, partitions: int, size: int, rate_mb: fl
                                                    time.monotonic() + warmup),
                      daemon=True).start()
     produce_batch = p.produce_batch
+    blocked_file = tempfile.NamedTemporaryFile(prefix="loop-blocked-", suffix=".jsonl",
+                                               delete=False).name
+    sampler = subprocess.Popen([sys.executable, "-m", "bench.loop_blocked", blocked_file,
+                                ",".join(map(str, broker_pids))],
+                               cwd=Path(__file__).resolve().parents[1]) if broker_pids else None
     now = time.perf_counter_ns
     t0 = now()
     start = t0 + int(warmup * 1e9)
@@ -239,6 +302,12 @@ def run_once(bootstrap: str, topic: str, partitions: int, size: int, rate_mb: fl
         p.poll(0)
         time.sleep(0.0005)
     memory_stop.set()
+    if sampler is not None:
+        sampler.terminate()
+        sampler.wait(10)
+    blocked = loop_blocked_window(loop_blocked.read(blocked_file), broker_pids or [], warmup,
+                                  seconds)
+    os.unlink(blocked_file)
     unflushed = p.flush(30)
     achieved = sent * size / ((now() - t0) / 1e9) / MB
     first = failures.first_seq
@@ -254,12 +323,14 @@ def run_once(bootstrap: str, topic: str, partitions: int, size: int, rate_mb: fl
                              unflushed, res["received"], res["duplicates"])
     return {"achieved_mb_s": achieved, "records": res["received"], **acct,
             **{k: res[k] for k in ("p50_ms", "p99_ms", "p999_ms", "max_ms")},
-            "per_second": res["per_second"], "memory_mb_by_second": memory}
+            "per_second": res["per_second"], "memory_mb_by_second": memory, **blocked}
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--systems", default="strom-3,mock-3")
+    ap.add_argument("--systems", default="strom-3,mock-3",
+                    help="of strom-3, strom-3-nowriteback (log.writeback.interval.bytes=0: the "
+                         "kernel alone decides when the logs are written back), mock-3")
     ap.add_argument("--rate-mb", type=float, default=50.0, help="MB/s (10^6 bytes) offered")
     ap.add_argument("--record-size", type=int, default=1024)
     ap.add_argument("--partitions", type=int, default=16)
@@ -297,8 +368,14 @@ def main(argv: list[str] | None = None) -> int:
 
         def start(system: str, n: int) -> Any:
             log(f"starting {system}")
-            return StromCluster(wd / f"{system}-{n}", 3) if system == "strom-3" \
-                else MockCluster(3)
+            if system == "strom-3":
+                return StromCluster(wd / f"{system}-{n}", 3)
+            if system == "strom-3-nowriteback":
+                return StromCluster(wd / f"{system}-{n}", 3,
+                                    {"log.writeback.interval.bytes": "0"})
+            if system == "mock-3":
+                return MockCluster(3)
+            raise SystemExit(f"unknown system {system!r}")
 
         def one_run(system: str, sut: Any, r: int) -> None:
             topic = f"lat-{r}"
@@ -306,12 +383,14 @@ def main(argv: list[str] | None = None) -> int:
             filled = fill.top_up() if fill else None
             load = loadavg()
             res = run_once(sut.bootstrap, topic, a.partitions, a.record_size, a.rate_mb,
-                           a.seconds, a.warmup, a.drain)
+                           a.seconds, a.warmup, a.drain,
+                           sut.pids() if isinstance(sut, StromCluster) else None)
             res["loadavg"] = load
             if filled:
                 res["page_cache_fill"] = filled
             log(f"{system} run {r}: " + str({k: v for k, v in res.items()
-                                             if k not in ("per_second", "memory_mb_by_second")}))
+                                             if k not in ("per_second", "memory_mb_by_second",
+                                                          "loop_blocked_ms_by_second")}))
             for problem in res["problems"]:
                 failed.append(f"{system} run {r}: {problem}")
                 log(f"{system} run {r}: {problem}")
@@ -360,9 +439,14 @@ def main(argv: list[str] | None = None) -> int:
                      m["lost"], m["p50_ms"], m["p99_ms"], m["p999_ms"], m["max_ms"],
                      " / ".join(f"{x['p99_ms']:.1f}" for x in res_of["runs"]),
                      f"{res_of['p99_ms']['spread']:.0%}" if res_of["p99_ms"]["spread"] is not None
-                     else None])
+                     else None,
+                     " / ".join(f"{sum(x['loop_blocked_ms'])}" for x in res_of["runs"])
+                     if "loop_blocked_ms" in m else None,
+                     " / ".join(f"{x['loop_blocked_worst_second_ms']}" for x in res_of["runs"])
+                     if "loop_blocked_ms" in m else None])
     print_table(["system", "MB/s", "acked", "received", "lost", "p50 ms", "p99 ms", "p99.9 ms",
-                 "max ms", "p99 of each run", "p99 spr"], rows)
+                 "max ms", "p99 of each run", "p99 spr", "loops in D ms (each run)",
+                 "worst s of a loop in D, ms (each run)"], rows)
     out.summary({"results": results, "failed": failed})
     write_json(a.json, {"benchmark": "latency", "args": vars(a), "machine": info,
                         "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "run_dir": str(out.dir),

@@ -259,3 +259,30 @@ def test_the_latency_series_buckets_records_by_the_second_they_arrived() -> None
     series = by_second(arrived, [5.0, 7.0, 300.0, 1.0], start)
     assert [row[:2] for row in series] == [[0, 3], [1, 1]]
     assert series[1][3] == 300.0 and series[0][4] == 7.0
+
+
+def test_the_loop_blocked_lines_are_cut_to_the_measured_window() -> None:
+    from bench.latency import loop_blocked_window
+    lines = [{"t": t, "blocked_ms": {"11": 5 * t, "12": 0}, "waits": {"ext4_x": t}}
+             for t in range(8)]
+    w = loop_blocked_window(lines, [11, 12], warmup=3.0, seconds=4.0)
+    # Sampler seconds 3..6 are the window's seconds 0..3.
+    assert w["loop_blocked_ms_by_second"] == [[0, 15, 0], [1, 20, 0], [2, 25, 0], [3, 30, 0]]
+    assert w["loop_blocked_ms"] == [90, 0]
+    assert w["loop_blocked_worst_second_ms"] == 30
+    assert w["loop_blocked_waits"] == {"ext4_x": 3 + 4 + 5 + 6}
+    assert loop_blocked_window(lines, [], 3.0, 4.0) == {}     # the mock: no broker pids
+
+
+def test_the_loop_sampler_stops_with_its_pids_and_counts_a_sleeping_loop_as_running(tmp_path):
+    import subprocess
+    import sys
+
+    from bench import loop_blocked
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.6)"])
+    out = tmp_path / "blocked.jsonl"
+    loop_blocked.sample(str(out), [child.pid], every_ms=5.0)   # returns once the child is gone
+    child.wait()
+    lines = loop_blocked.read(str(out))
+    assert len(lines) >= 1
+    assert all(x["blocked_ms"] == {str(child.pid): 0} for x in lines)  # asleep (S), not in D
