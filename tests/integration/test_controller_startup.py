@@ -179,6 +179,9 @@ class WireCreator(Creator):
         return None
 
 
+# Alone: it bounds a time (1 s to leaders) that a busy neighbour stretches; in the parallel
+# part of CI two topics created as the controller was killed were led after 1.05 s.
+@pytest.mark.alone
 def test_topics_get_leaders_within_1s_from_first_listen_and_across_controller_kill9(tmp_path, long_run):
     startup_s = 4.0
     rounds = 3 if long_run else 1
