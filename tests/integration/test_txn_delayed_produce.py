@@ -32,16 +32,32 @@ class RawTxnProducer:
     def __init__(self, c: Cluster, tid: str):
         self.c = c
         self.tid = tid
-        any_broker = c.broker(0)
-        with WireClient("127.0.0.1", any_broker.port) as w:
-            r = w.request("FindCoordinator", 3, {"key": tid, "key_type": 1})
-            assert r.error_code == 0, r
-        self.coordinator = WireClient(r.host, r.port)
-        r = self._retry(lambda: self.coordinator.request("InitProducerId", 3, {
-            "transactional_id": tid, "transaction_timeout_ms": 60000, "producer_id": -1, "producer_epoch": -1}))
+        # As a client does: a coordinator that is not (yet) one sends us to find it again. The
+        # first transactional request of a cluster creates __transaction_state, whose leaders
+        # may not all know they lead when FindCoordinator already names them.
+        deadline = time.monotonic() + 30
+        while True:
+            self.coordinator = self._find_coordinator(c, tid)
+            r = self._retry(lambda: self.coordinator.request("InitProducerId", 3, {
+                "transactional_id": tid, "transaction_timeout_ms": 60000, "producer_id": -1,
+                "producer_epoch": -1}))
+            if r.error_code not in (Code.NOT_COORDINATOR, Code.COORDINATOR_NOT_AVAILABLE) \
+                    or time.monotonic() > deadline:
+                break
+            self.coordinator.close()
+            time.sleep(0.1)
+        assert r.error_code == 0, f"InitProducerId: {r}"
         self.pid, self.epoch = r.producer_id, r.producer_epoch
         self.seq: dict[str, int] = {}
         self.leaders: dict[str, WireClient] = {}
+
+    @staticmethod
+    def _find_coordinator(c: Cluster, tid: str) -> WireClient:
+        with WireClient("127.0.0.1", c.broker(0).port) as w:
+            r = RawTxnProducer._retry(lambda: w.request("FindCoordinator", 3, {"key": tid, "key_type": 1}),
+                                      (Code.COORDINATOR_NOT_AVAILABLE, Code.COORDINATOR_LOAD_IN_PROGRESS))
+            assert r.error_code == 0, r
+        return WireClient(r.host, r.port)
 
     @staticmethod
     def _retry(call, retriable=(Code.CONCURRENT_TRANSACTIONS, Code.COORDINATOR_LOAD_IN_PROGRESS,
