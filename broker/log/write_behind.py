@@ -84,7 +84,8 @@ class WriteBehind:
             queue.Queue(_QUEUE_LIMIT)
         self._thread: threading.Thread | None = None
         self._warned = False
-        self.handed = 0          # ranges handed to the thread (for tests and metrics)
+        self.handed = 0          # ranges handed to the thread
+        self.handed_bytes = 0    # their bytes (strom_log_writeback_started_bytes_total)
         self.skipped = 0         # hand-offs skipped because the queue was full
 
     @classmethod
@@ -118,6 +119,7 @@ class WriteBehind:
             return
         seg.writeback_from = end
         self.handed += 1
+        self.handed_bytes += end - start
 
     def wait_idle(self, timeout: float = 10.0) -> bool:
         """Every range handed so far has been passed to the kernel (tests)."""

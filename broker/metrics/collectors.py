@@ -348,6 +348,18 @@ class BrokerCollector(Collector):
             usable.add_metric([d], du.free)
             total.add_metric([d], du.total)
         yield from (usable, total)
+        wb = lm.write_behind
+        started = CounterMetricFamily(
+            "strom_log_writeback_started_bytes",
+            "Bytes of log whose writeback the write-behind asked the kernel to start "
+            "(log.writeback.interval.bytes; no Kafka MBean).")
+        started.add_metric([], wb.handed_bytes)
+        skipped = CounterMetricFamily(
+            "strom_log_writeback_skipped",
+            "Hand-offs to the write-behind skipped because its queue was full (the device "
+            "that far behind); their bytes went with a later one.")
+        skipped.add_metric([], wb.skipped)
+        yield from (started, skipped)
 
     # ------------------------------------------------------------------ ZooKeeper client
     def zookeeper(self) -> Iterator[Metric]:

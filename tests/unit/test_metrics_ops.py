@@ -72,6 +72,9 @@ def test_log_dir_offline_usable_and_total_bytes():
     assert val(fams, "kafka_log_logmanager_logdirectoryoffline", logDirectory="/") == 0
     assert val(fams, "kafka_log_logmanager_logdirectoryoffline", logDirectory="/no/such/dir") == 1
     assert val(fams, "kafka_log_logmanager_offlinelogdirectorycount") == 1
+    # The write-behind's counters (broker/log/write_behind.py).
+    assert val(fams, "strom_log_writeback_started_bytes") == 12 << 20
+    assert val(fams, "strom_log_writeback_skipped") == 2
     assert val(fams, "kafka_server_replicamanager_offlinereplicacount") == 1
 
 

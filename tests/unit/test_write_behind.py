@@ -2,8 +2,6 @@
 and that the kernel then holds no dirty tail longer than the interval (cachestat)."""
 from __future__ import annotations
 
-import ctypes
-import errno
 import mmap
 import os
 import threading
@@ -17,6 +15,7 @@ from broker.log.segment import SegmentDeleter
 from broker.log.write_behind import WriteBehind, sync_file_range_write
 from clients.protocol.batch_header import BatchHeader
 from clients.protocol.records import Record, build_batch, iter_batch_headers
+from tests.support.page_cache import NoCachestat, dirty_pages, writeback_visible
 
 MiB = 1 << 20
 
@@ -134,40 +133,14 @@ def test_a_full_queue_skips_a_turn_and_the_next_append_takes_the_range(tmp_path)
 
 # ---------------------------------------------------------------- the kernel's side
 
-_SYS_CACHESTAT = 451        # the same number on every architecture (Linux 6.5+)
-
-
-class _Range(ctypes.Structure):
-    _fields_ = [("off", ctypes.c_uint64), ("len", ctypes.c_uint64)]
-
-
-class _Stat(ctypes.Structure):
-    _fields_ = [("nr_cache", ctypes.c_uint64), ("nr_dirty", ctypes.c_uint64),
-                ("nr_writeback", ctypes.c_uint64), ("nr_evicted", ctypes.c_uint64),
-                ("nr_recently_evicted", ctypes.c_uint64)]
-
-
-def _dirty_pages(fd: int) -> int:
-    libc = ctypes.CDLL(None, use_errno=True)
-    rng, st = _Range(0, 0), _Stat()
-    if libc.syscall(_SYS_CACHESTAT, fd, ctypes.byref(rng), ctypes.byref(st), 0) != 0:
-        err = ctypes.get_errno()
-        if err in (errno.ENOSYS, errno.EPERM):
-            pytest.skip("no cachestat(2) on this kernel")
-        raise OSError(err, os.strerror(err))
-    return st.nr_dirty
-
-
 def test_the_kernel_holds_no_dirty_tail_longer_than_the_interval(tmp_path):
     if sync_file_range_write() is None:
         pytest.skip("no sync_file_range on this system")
-    probe = tmp_path / "probe"
-    with open(probe, "wb") as f:
-        f.write(b"x" * 4096)
-        f.flush()
-        os.fsync(f.fileno())
-        if _dirty_pages(f.fileno()) != 0:
+    try:
+        if not writeback_visible(str(tmp_path)):
             pytest.skip("this filesystem keeps its pages dirty (tmpfs?): no writeback to see")
+    except NoCachestat:
+        pytest.skip("no cachestat(2) on this kernel")
     (tmp_path / "t-0").mkdir()
     wb = WriteBehind.for_this_os(MiB)
     log = _open_log(tmp_path, wb)
@@ -177,5 +150,5 @@ def test_the_kernel_holds_no_dirty_tail_longer_than_the_interval(tmp_path):
     # Without the write-behind all ~2,050 pages stay dirty for vm.dirty_expire_centisecs
     # (30 s by default); with it, only the tail not yet handed over: under one interval.
     assert written >= 8 * MiB
-    assert _dirty_pages(seg.fd) <= MiB // 4096 + 2
+    assert dirty_pages(seg.fd) <= MiB // 4096 + 2
     wb.close()
