@@ -19,7 +19,8 @@ Linux) the write-behind is off and the kernel decides, as before.
 Concurrency: `appended` runs on the event-loop thread (the log's only writer); the thread
 gets its own duplicate of the segment's descriptor, so a segment closed or deleted meanwhile
 is harmless. The queue is bounded: while the device is that far behind, appends skip their
-turn (the range is taken with the next one) rather than hold more descriptors.
+turn (the range is taken with the next one) rather than hold more descriptors; so does an
+append that cannot get a descriptor. Nothing here ever fails an append.
 """
 from __future__ import annotations
 
@@ -110,7 +111,13 @@ class WriteBehind:
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="log-writeback", daemon=True)
             self._thread.start()
-        fd = os.dup(seg.fd)
+        try:
+            fd = os.dup(seg.fd)
+        except OSError:
+            # Out of descriptors, say: the append itself succeeded and must not fail for
+            # this; the range goes with a later hand-off (or to the kernel's own writeback).
+            self.skipped += 1
+            return
         try:
             self._queue.put_nowait((fd, start, end - start))
         except queue.Full:

@@ -131,6 +131,16 @@ def test_a_full_queue_skips_a_turn_and_the_next_append_takes_the_range(tmp_path)
     wb.close()
 
 
+def test_no_descriptor_to_spare_never_fails_the_append_and_the_range_waits():
+    from types import SimpleNamespace
+    rec = Recorder()
+    wb = WriteBehind(MiB, rec)
+    seg = SimpleNamespace(fd=-1, size=2 * MiB, writeback_from=0)     # os.dup: EBADF
+    wb.appended(seg)                                                 # does not raise
+    assert wb.skipped == 1 and seg.writeback_from == 0 and wb.handed == 0
+    wb.close()
+
+
 # ---------------------------------------------------------------- the kernel's side
 
 def test_the_kernel_holds_no_dirty_tail_longer_than_the_interval(tmp_path):
