@@ -109,8 +109,14 @@ class WriteBehind:
         if not self.interval or end - start < self.interval:
             return
         if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="log-writeback", daemon=True)
-            self._thread.start()
+            thread = threading.Thread(target=self._run, name="log-writeback", daemon=True)
+            try:
+                thread.start()
+            except RuntimeError as e:          # no thread to be had: leave it to the kernel
+                log.warning("log write-behind off, its thread did not start: %s", e)
+                self.interval = 0
+                return
+            self._thread = thread
         try:
             fd = os.dup(seg.fd)
         except OSError:

@@ -141,6 +141,19 @@ def test_no_descriptor_to_spare_never_fails_the_append_and_the_range_waits():
     wb.close()
 
 
+def test_no_thread_to_be_had_turns_it_off_without_failing_the_append(monkeypatch):
+    import threading as th
+    from types import SimpleNamespace
+
+    def refuse(self):
+        raise RuntimeError("can't start new thread")
+    monkeypatch.setattr(th.Thread, "start", refuse)
+    wb = WriteBehind(MiB, Recorder())
+    seg = SimpleNamespace(fd=0, size=2 * MiB, writeback_from=0)
+    wb.appended(seg)                                                 # does not raise
+    assert not wb.enabled and wb.handed == 0 and seg.writeback_from == 0
+
+
 # ---------------------------------------------------------------- the kernel's side
 
 def test_the_kernel_holds_no_dirty_tail_longer_than_the_interval(tmp_path):
