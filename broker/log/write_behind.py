@@ -36,7 +36,6 @@ from typing import Callable, Protocol
 log = logging.getLogger(__name__)
 
 SYNC_FILE_RANGE_WRITE = 2       # <linux/fs.h>: start writeback of the range's dirty pages
-DEFAULT_INTERVAL_BYTES = 4 << 20
 _QUEUE_LIMIT = 64
 _PAGE = mmap.PAGESIZE
 
