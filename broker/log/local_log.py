@@ -25,7 +25,8 @@ every method is synchronous. Others may read `segments` (the cleaner, metrics) o
 thread but never change it.
 
 Blocking I/O: `open` (recovery reads whole unflushed segments), `append` (os.write to the
-page cache; every few MB its write-behind starts their writeback, on its own thread), `roll` (creates files), reads and lookups (header preads, page cache), `flush`
+page cache; every few MB the write-behind starts their writeback, on its own thread),
+`roll` (creates files), reads and lookups (header preads, page cache), `flush`
 (fsync of segments and the directory), truncation, removal and swaps (ftruncate, rename,
 directory fsync).
 """
