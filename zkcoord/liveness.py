@@ -75,6 +75,7 @@ class ProcessWatch:
     async def _run(self) -> None:
         host, port = self.address
         loop = asyncio.get_running_loop()
+        closed_at_once_before = False
         while True:
             try:
                 reader, writer = await asyncio.wait_for(self._connect(), self.probe_timeout_s)
@@ -96,10 +97,14 @@ class ProcessWatch:
                 pass
             finally:
                 writer.close()
-            if loop.time() - opened < self.retry_s:
-                # Closed at once (a connection quota, a listener that wants a handshake):
-                # do not spin; a death is then seen one pause later.
+            closed_at_once = loop.time() - opened < self.retry_s
+            if closed_at_once and closed_at_once_before:
+                # Closed at once again (a connection quota, a listener that wants a
+                # handshake): do not spin; a death is then seen one pause later.
                 await asyncio.sleep(self.retry_s)
+            # The first such close is looked at again at once: a process killed as we
+            # reconnected let the connect into its listener's queue, then reset it.
+            closed_at_once_before = closed_at_once
 
 
 class RevivalWatch(ProcessWatch):

@@ -87,3 +87,53 @@ def test_a_revival_watch_waits_for_refusals_to_end_then_reports_once():
         return quiet_while_refused, not w.running, len(alive)
     quiet, done, reports = asyncio.run(scenario())
     assert quiet and done and reports == 1
+
+
+def test_a_process_dying_as_the_watch_reconnects_is_seen_at_once():
+    """kill -9 closes a process's connections a moment before its listener: the watch's next
+    connect can still complete (the kernel queues it on the listener), and is reset at once
+    when the listener goes. That reset is the death itself, not a listener that sheds
+    connections: seen on the next connect, not one retry pause (1 s) later. Before the fix a
+    new controller fenced its dead predecessor a second late, and topics created meanwhile
+    waited that second for their leaders (test_controller_startup.py, under load)."""
+    async def scenario() -> float:
+        loop = asyncio.get_running_loop()
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        listener.setblocking(False)
+        died = asyncio.Event()
+        w = ProcessWatch("test", "127.0.0.1", listener.getsockname()[1], died.set).start()
+        first, _ = await asyncio.wait_for(loop.sock_accept(listener), 2.0)
+        await asyncio.sleep(1.1)           # a watched connection of long standing
+        t0 = loop.time()
+        first.close()                      # the process's connections go first ...
+        await asyncio.sleep(0.1)           # ... the watch reconnects into the backlog ...
+        listener.close()                   # ... and the listener goes: that connection is reset
+        await asyncio.wait_for(died.wait(), 3.0)
+        w.stop()
+        return loop.time() - t0
+    assert asyncio.run(scenario()) < 0.5
+
+
+def test_a_listener_that_closes_every_connection_at_once_is_not_death_nor_spun_on():
+    """A connection quota: each connect is accepted and closed at once. Not death, and after
+    the one immediate look again the watch waits its retry pause between connects."""
+    async def scenario() -> tuple[bool, int]:
+        connects = 0
+
+        def shed(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            nonlocal connects
+            connects += 1
+            writer.close()
+        server = await asyncio.start_server(shed, "127.0.0.1", 0)
+        died = asyncio.Event()
+        w = ProcessWatch("test", "127.0.0.1", server.sockets[0].getsockname()[1], died.set,
+                         retry_s=0.2).start()
+        await asyncio.sleep(1.0)
+        w.stop()
+        server.close()
+        return died.is_set(), connects
+    died, connects = asyncio.run(scenario())
+    assert not died
+    assert 2 <= connects <= 8       # about one a pause (0.2 s) over 1 s, not hundreds
