@@ -154,7 +154,8 @@ class Broker:
                                    imbalance_ratio=config.get("leader.imbalance.per.broker.percentage") / 100.0,
                                    security=self.inter_broker),
                 self.zk_store, self.controller_stats,
-                unclean_leader_election=lambda: bool(config.get("unclean.leader.election.enable")))
+                unclean_leader_election=lambda: bool(config.get("unclean.leader.election.enable")),
+                on_elected=lambda epoch: self.metadata.elected_here(self.broker_id, epoch))
             self.replicas.isr_writer = self._write_isr
             self.isr_announcer = IsrChangeAnnouncer(self.zk_store.notify_isr_change)
             placement = ClusterPlacement(self.metadata, self.store)

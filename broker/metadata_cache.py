@@ -72,6 +72,15 @@ class MetadataCache:
                 if not w.done():
                     w.set_result(None)
 
+    def elected_here(self, broker_id: int, controller_epoch: int) -> None:
+        """This broker won a controller election: once it has been told about the cluster,
+        its Metadata answers name itself at once, not its predecessor (dead, after a
+        failover) until its own UpdateMetadata reaches it; librdkafka's AdminClient would
+        wait for the dead one. Before that first UpdateMetadata it still waits for it, so
+        that its first answer lists every broker."""
+        if self.controller_id >= 0:
+            self.set_controller(broker_id, controller_epoch)
+
     async def wait_for_controller(self, timeout_s: float) -> None:
         """Until a controller has told this broker about the cluster (its first
         UpdateMetadata) or `timeout_s` passed."""

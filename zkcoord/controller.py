@@ -165,11 +165,14 @@ class ElectionStats(Protocol):
 
 class Controller:
     """`unclean_leader_election()` is the broker's unclean.leader.election.enable, asked at
-    each election (a dynamic config: it may change while the broker runs)."""
+    each election (a dynamic config: it may change while the broker runs); `on_elected(epoch)`
+    is called the moment this broker wins an election, before the failover's work."""
 
     def __init__(self, settings: ControllerSettings, zk: ZkMetadataStore, stats: ElectionStats,
-                 unclean_leader_election: Callable[[], bool]):
+                 unclean_leader_election: Callable[[], bool],
+                 on_elected: Callable[[int], None] = lambda epoch: None):
         self.zk = zk
+        self.on_elected = on_elected
         self.broker_id = settings.broker_id
         self.auto_rebalance = settings.auto_leader_rebalance
         self.imbalance_interval_s = settings.imbalance_check_interval_s
@@ -336,6 +339,7 @@ class Controller:
         self.epoch = epoch
         self.epoch_zk_version = self.zk.controller_epoch_zk_version
         log.info("controller %d: elected at epoch %d", self.broker_id, epoch)
+        self.on_elected(epoch)
         await self._on_become_controller()
 
     async def _on_become_controller(self) -> None:
