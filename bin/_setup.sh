@@ -4,8 +4,8 @@
 #   strom_setup          strom_setup_system + strom_setup_python
 #   strom_setup_system   as root: apt-get install what is missing (python3-venv, kcat, zookeeper,
 #                        a Java runtime for PySpark)
-#   strom_setup_python   create .venv if needed; pip install -e '.[test,spark]' when pyproject.toml
-#                        (or the extras installed) changed
+#   strom_setup_python   create .venv if needed; pip install -e '.[test,spark]' when pyproject.toml,
+#                        setup.py, the module it compiles (or the extras installed) changed
 #   strom_setup_node     for the tests: kafkajs into tests/js/node_modules (`npm ci`, pinned by
 #                        tests/js/package-lock.json); as root apt-get install nodejs npm if missing
 #   strom_spark_env      export what Spark's Python workers need (PYSPARK_PYTHON = the venv's)
@@ -81,10 +81,11 @@ strom_setup_python() {
         "$py" -m venv --clear "$STROM_VENV"
         rm -f "$STROM_STAMP"
     fi
-    want="$(sha256sum pyproject.toml | cut -d' ' -f1) [$STROM_EXTRAS] $("$STROM_VENV/bin/python" -V 2>&1)"
+    # setup.py compiles clients/protocol/record_rows.py (mypyc): an edit of it needs a rebuild.
+    want="$(cat pyproject.toml setup.py clients/protocol/record_rows.py | sha256sum | cut -d' ' -f1) [$STROM_EXTRAS] $("$STROM_VENV/bin/python" -V 2>&1)"
     if [ -f "$STROM_STAMP" ] && [ "$(cat "$STROM_STAMP")" = "$want" ] &&
         "$STROM_VENV/bin/python" -c 'import importlib.metadata as m; m.version("strom")' 2>/dev/null; then
-        say "$STROM_VENV is up to date (pyproject.toml unchanged)"
+        say "$STROM_VENV is up to date (pyproject.toml, setup.py, record_rows.py unchanged)"
         return 0
     fi
     say "pip install -e '.[$STROM_EXTRAS]' into $STROM_VENV (log: $STROM_VENV/pip-install.log)"

@@ -74,7 +74,7 @@ source_hash() {
         echo "base $(base_key)"
         find broker zkcoord clients spark_jobs -name '*.py' -not -path '*/__pycache__/*' -print0 |
             sort -z | xargs -0 sha256sum
-        sha256sum pyproject.toml "$ENTRY" bin/build-image.sh
+        sha256sum pyproject.toml setup.py "$ENTRY" bin/build-image.sh
     } | sha256sum | cut -c1-16
 }
 
@@ -127,9 +127,9 @@ build_wheels() {
     local out=$1 src py="$STROM_VENV/bin/python" cached="$CACHE/wheels"
     src="$(dirname "$out")/src"
     mkdir -p "$src" "$cached"
-    cp pyproject.toml "$src/"
+    cp pyproject.toml setup.py "$src/"
     echo "strom: a Kafka-compatible broker in Python (container build)" > "$src/README.md"
-    tar --exclude=__pycache__ -cf - broker zkcoord clients spark_jobs | tar -C "$src" -xf -
+    tar --exclude=__pycache__ --exclude='*.so' -cf - broker zkcoord clients spark_jobs | tar -C "$src" -xf -
     step "pip wheel: strom and its dependencies (log: $out.log)"
     if "$py" -m pip wheel --disable-pip-version-check --no-index --find-links "$cached" \
         --wheel-dir "$out" "$src" > "$out.log" 2>&1; then
