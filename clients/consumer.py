@@ -50,13 +50,28 @@ class _UserThread:
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """In the user's thread: run `coro` on the loop, serving `call`s meanwhile."""
-        cf = self.lt.submit(coro)
-        cf.add_done_callback(lambda _: self.calls.put(None))
+        outcome: list[tuple[bool, Any]] = []
+        calls = self.calls
+
+        async def reported() -> None:
+            try:
+                outcome.append((True, await coro))
+            except BaseException as e:          # raised in the user's thread, below
+                outcome.append((False, e))
+            calls.put(None)
+        try:
+            self.lt.spawn(reported())
+        except BaseException:
+            coro.close()                        # never started: no "never awaited" warning
+            raise
         while True:
-            item = self.calls.get()
+            item = calls.get()
             if item is None:
-                if cf.done():
-                    return cf.result()
+                if outcome:
+                    ok, value = outcome[0]
+                    if ok:
+                        return value
+                    raise value
                 continue                        # a wake-up of an earlier (nested) call
             fn, args, fut = item
             try:
