@@ -26,6 +26,12 @@ log = logging.getLogger(__name__)
 PROBE_TIMEOUT_S = 2.0
 # Pause between attempts while the broker is unreachable (but not refusing).
 RETRY_S = 1.0
+# After a watched connection of long standing ends, the next attempts come this soon, this
+# many times: a process being killed closes its connections a moment before its listener,
+# and a connect in that moment can land in the dying listener's queue and be reset, or fail
+# or time out some other way; that is the death itself, not a reason to wait a second.
+QUICK_RETRY_S = 0.02
+QUICK_LOOKS = 3
 
 
 class ProcessWatch:
@@ -75,7 +81,7 @@ class ProcessWatch:
     async def _run(self) -> None:
         host, port = self.address
         loop = asyncio.get_running_loop()
-        closed_at_once_before = False
+        quick = 0           # quick looks left (QUICK_LOOKS after a long-standing connection ends)
         while True:
             try:
                 reader, writer = await asyncio.wait_for(self._connect(), self.probe_timeout_s)
@@ -85,7 +91,9 @@ class ProcessWatch:
                 self.on_dead()
                 return
             except (OSError, asyncio.TimeoutError):
-                await asyncio.sleep(self.retry_s)     # unreachable or slow: no proof either way
+                # Unreachable or slow: no proof either way.
+                await asyncio.sleep(QUICK_RETRY_S if quick else self.retry_s)
+                quick = max(quick - 1, 0)
                 continue
             opened = loop.time()
             try:
@@ -97,14 +105,14 @@ class ProcessWatch:
                 pass
             finally:
                 writer.close()
-            closed_at_once = loop.time() - opened < self.retry_s
-            if closed_at_once and closed_at_once_before:
-                # Closed at once again (a connection quota, a listener that wants a
-                # handshake): do not spin; a death is then seen one pause later.
+            if loop.time() - opened >= self.retry_s:
+                quick = QUICK_LOOKS             # the watched connection ended: look again now
+            elif quick:
+                quick -= 1                      # reset at once, as by a dying listener
+            else:
+                # Closed at once, again and again (a connection quota, a listener that wants
+                # a handshake): do not spin; a death is then seen one pause later.
                 await asyncio.sleep(self.retry_s)
-            # The first such close is looked at again at once: a process killed as we
-            # reconnected let the connect into its listener's queue, then reset it.
-            closed_at_once_before = closed_at_once
 
 
 class RevivalWatch(ProcessWatch):

@@ -89,6 +89,7 @@ def test_a_revival_watch_waits_for_refusals_to_end_then_reports_once():
     assert quiet and done and reports == 1
 
 
+@pytest.mark.alone
 def test_a_process_dying_as_the_watch_reconnects_is_seen_at_once():
     """kill -9 closes a process's connections a moment before its listener: the watch's next
     connect can still complete (the kernel queues it on the listener), and is reset at once
@@ -137,3 +138,43 @@ def test_a_listener_that_closes_every_connection_at_once_is_not_death_nor_spun_o
     died, connects = asyncio.run(scenario())
     assert not died
     assert 2 <= connects <= 8       # about one a pause (0.2 s) over 1 s, not hundreds
+
+
+@pytest.mark.alone
+def test_a_connect_that_fails_right_after_the_watched_connection_ended_is_retried_soon():
+    """The reconnect can also fail without a refusal while the process dies (reset, or no
+    answer at all): that is no reason to pause a whole second before the look that finds
+    the refusal. Here the listener's queue is full when the watched connection ends, so the
+    reconnect times out; then the listener goes. Seen in CI: a new controller fenced its
+    dead predecessor 1 s late and topics waited that second for leaders."""
+    async def scenario() -> float:
+        loop = asyncio.get_running_loop()
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)
+        listener.setblocking(False)
+        port = listener.getsockname()[1]
+        died = asyncio.Event()
+        w = ProcessWatch("test", "127.0.0.1", port, died.set, probe_timeout_s=0.3).start()
+        first, _ = await asyncio.wait_for(loop.sock_accept(listener), 2.0)
+        await asyncio.sleep(1.1)           # a watched connection of long standing
+        fillers = []
+        for _ in range(4):                 # fill the accept queue: later SYNs are dropped
+            f = socket.socket()
+            f.setblocking(False)
+            try:
+                f.connect(("127.0.0.1", port))
+            except BlockingIOError:
+                pass
+            fillers.append(f)
+        await asyncio.sleep(0.1)
+        t0 = loop.time()
+        first.close()                      # the watch reconnects and hangs: no answer
+        await asyncio.sleep(0.1)
+        listener.close()                   # then the listener goes
+        await asyncio.wait_for(died.wait(), 5.0)
+        w.stop()
+        for f in fillers:
+            f.close()
+        return loop.time() - t0
+    assert asyncio.run(scenario()) < 0.8   # probe timeout 0.3 s, then a quick look
