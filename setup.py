@@ -20,7 +20,10 @@ def compiled_extensions() -> list:
     try:
         # Only the module itself is type-checked: what it imports is Any to mypyc (the rest
         # of the tree imports packages the isolated build environment does not have).
-        extensions = mypycify(["--follow-imports=skip", *COMPILED], opt_level="3")
+        # Its own cache: the tree's .mypy_cache is the type check's (tests/unit/test_typecheck.py),
+        # and entries written from the build environment's view of the imports must not reach it.
+        extensions = mypycify(["--follow-imports=skip", "--cache-dir=build/mypyc-cache", *COMPILED],
+                              opt_level="3")
     except (Exception, SystemExit) as e:     # mypyc refused the module (a type error)
         print(f"strom: mypyc could not compile {COMPILED} ({e}); installing without them")
         return []
