@@ -17,6 +17,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _listening(backlog: int) -> socket.socket:
+    """A non-blocking listener on a free loopback port, accepted from by the test itself."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(backlog)
+    listener.setblocking(False)
+    return listener
+
+
 async def _watch_until(host: str, port: int, seconds: float) -> bool:
     died = asyncio.Event()
     w = ProcessWatch("test", host, port, died.set, probe_timeout_s=1.0, retry_s=0.2).start()
@@ -99,10 +108,7 @@ def test_a_process_dying_as_the_watch_reconnects_is_seen_at_once():
     waited that second for their leaders (test_controller_startup.py, under load)."""
     async def scenario() -> float:
         loop = asyncio.get_running_loop()
-        listener = socket.socket()
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(8)
-        listener.setblocking(False)
+        listener = _listening(backlog=8)
         died = asyncio.Event()
         w = ProcessWatch("test", "127.0.0.1", listener.getsockname()[1], died.set).start()
         first, _ = await asyncio.wait_for(loop.sock_accept(listener), 2.0)
@@ -149,10 +155,7 @@ def test_a_connect_that_fails_right_after_the_watched_connection_ended_is_retrie
     dead predecessor 1 s late and topics waited that second for leaders."""
     async def scenario() -> float:
         loop = asyncio.get_running_loop()
-        listener = socket.socket()
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(0)
-        listener.setblocking(False)
+        listener = _listening(backlog=0)
         port = listener.getsockname()[1]
         died = asyncio.Event()
         w = ProcessWatch("test", "127.0.0.1", port, died.set, probe_timeout_s=0.3).start()
