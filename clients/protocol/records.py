@@ -18,10 +18,10 @@ Parsing is strict: any inconsistency inside a batch (count, lengths, offset delt
 raises CorruptMessageError, never IndexError or struct.error. A trailing partial batch, which
 a fetch response may end with, is not an error: iteration just stops there. One record
 decoder, `_decode_rows` (record_rows.py, compiled where it can be), holds every check of
-the records section; it builds one tuple per record. `RecordCursor` (the consumer) has it build ConsumerRecords directly, a poll's worth
-at a time; `iter_batches`/`records_from_fetch` (the broker, the cleaner) turn its rows into
-ConsumedRecords and `decode_batch_columns` (the Spark source's Arrow batches) into
-RecordColumns.
+the records section; it builds one tuple per record. `RecordCursor` (the consumer) has it
+build ConsumerRecords directly, a poll's worth at a time; `iter_batches`/`records_from_fetch`
+(the broker, the cleaner) turn its rows into ConsumedRecords and `decode_batch_columns` (the
+Spark source's Arrow batches) into RecordColumns.
 
 Everything here is pure functions over immutable inputs, safe to call from any thread,
 but a RecordCursor, which belongs to one thread.

@@ -74,14 +74,15 @@ def _corpus() -> list[bytes]:
     """Batches of every shape the decoder has a branch for."""
     rng = random.Random(7)
     values = [os.urandom(n) for n in (0, 1, 100, 127, 128, 1024, 20000)]
+    headers = [("h", b"1"), ("", None), ("\u00e9" * 70, b"x" * 300)]
     batches = [
         build_batch([Record(None, v) for v in values], now_ms=NOW),
-        build_batch([Record(b"key-%d" % i, values[i % 7], timestamp=NOW + rng.randrange(-10**6, 10**9))
-                     for i in range(300)], now_ms=NOW),
-        build_batch([Record(None, None), Record(b"", b""), Record("k".encode() * 200, None)],
+        build_batch([Record(b"key-%d" % i, values[i % 7],
+                            timestamp=NOW + rng.randrange(-10**6, 10**9)) for i in range(300)],
                     now_ms=NOW),
-        build_batch([Record(b"k", b"v", headers=[("h", b"1"), ("", None), ("\u00e9" * 70, b"x" * 300)])
-                     for _ in range(20)], now_ms=NOW),
+        build_batch([Record(None, None), Record(b"", b""), Record(b"k" * 200, None)],
+                    now_ms=NOW),
+        build_batch([Record(b"k", b"v", headers=headers) for _ in range(20)], now_ms=NOW),
         build_batch([Record(None, b"x" * 100) for _ in range(1000)], now_ms=NOW, base_offset=5000),
     ]
     return batches
