@@ -111,9 +111,12 @@ class RecordFuture(concurrent.futures.Future):
       done or the timeout is over;
     - making one runs no Python code: the lock is a class attribute of the producer's own
       subclass (`sharing`), Future.__init__'s lists are made when first used;
-    - appended in the caller's thread, it refers to its batch's `_Outcome` (`_rec`) and
-      reads its state, result and exception from there, as Kafka's FutureRecordMetadata
-      does: completing a batch sets one outcome, whatever its number of records. What
+    - appended in the caller's thread, it refers to its batch's `_Outcome` (`_outcome`)
+      and reads its state, result and exception from there, as Kafka's FutureRecordMetadata
+      does: completing a batch sets one outcome, whatever its number of records. Its own
+      numbers (`_rec`) are a tuple of ints, which the cyclic collector stops tracking: a
+      send() loop's callers keep their futures, and each full collection traverses every
+      object of theirs that is still tracked. What
       Future itself sets (set_result, set_exception, cancel) is kept on the future and
       comes first.
     Everything else (callbacks, cancel, concurrent.futures.wait/as_completed) is Future's
@@ -121,9 +124,10 @@ class RecordFuture(concurrent.futures.Future):
 
     _condition: threading.Condition
     __init__ = object.__init__
-    # once appended in a caller's thread: (outcome, offset delta, timestamp, key size,
-    # value size); an annotation only, so that the future has none before
-    _rec: tuple[_Outcome, int, int, int, int]
+    # once appended in a caller's thread: its batch's outcome, and (offset delta,
+    # timestamp, key size, value size); annotations only, so that the future has none before
+    _outcome: _Outcome
+    _rec: tuple[int, int, int, int]
 
     @classmethod
     def sharing(cls, condition: threading.Condition) -> "type[RecordFuture]":
@@ -136,8 +140,8 @@ class RecordFuture(concurrent.futures.Future):
         own = d.get("_own_state")
         if own is not None:
             return own
-        rec = d.get("_rec")
-        return _FINISHED if rec is not None and rec[0].done else _PENDING
+        outcome = d.get("_outcome")
+        return _FINISHED if outcome is not None and outcome.done else _PENDING
 
     @_state.setter
     def _state(self, state: str) -> None:
@@ -148,10 +152,10 @@ class RecordFuture(concurrent.futures.Future):
         d = self.__dict__
         if "_own_result" in d:
             return d["_own_result"]
-        rec = d.get("_rec")
-        if rec is None or not rec[0].done or rec[0].error is not None:
+        outcome = d.get("_outcome")
+        if outcome is None or not outcome.done or outcome.error is not None:
             return None
-        outcome, delta, ts, key_size, value_size = rec
+        delta, ts, key_size, value_size = d["_rec"]
         base = outcome.base_offset
         appended = outcome.log_append_time
         return RecordMetadata(outcome.topic, outcome.partition,
@@ -167,8 +171,8 @@ class RecordFuture(concurrent.futures.Future):
         d = self.__dict__
         if "_own_exception" in d:
             return d["_own_exception"]
-        rec = d.get("_rec")
-        return rec[0].error if rec is not None and rec[0].done else None
+        outcome = d.get("_outcome")
+        return outcome.error if outcome is not None and outcome.done else None
 
     @_exception.setter
     def _exception(self, error: BaseException | None) -> None:
@@ -190,10 +194,10 @@ class RecordFuture(concurrent.futures.Future):
         items = d.get(name)
         if items is None:
             items = d[name] = []
-            rec = d.get("_rec")
-            if rec is not None and not rec[0].done and "_in_outcome" not in d:
+            outcome = d.get("_outcome")
+            if outcome is not None and not outcome.done and "_in_outcome" not in d:
                 d["_in_outcome"] = True
-                rec[0].watched.append(self)
+                outcome.watched.append(self)
         return items
 
     def _wait_done(self, timeout: float | None) -> None:
@@ -238,11 +242,12 @@ class _CallerBatch(ProducerBatch):
         delta = self.count
         self.append(timestamp, key, value, headers)
         self.size += size
-        rec = (self.outcome, delta, timestamp, -1 if key is None else len(key),
-               -1 if value is None else len(value))
-        fut._rec = rec
+        key_size = -1 if key is None else len(key)
+        value_size = -1 if value is None else len(value)
+        fut._outcome = self.outcome
+        fut._rec = (delta, timestamp, key_size, value_size)
         if on_delivery is not None:
-            self.waiters.append((fut, *rec[1:], on_delivery))
+            self.waiters.append((fut, delta, timestamp, key_size, value_size, on_delivery))
 
     # `waiters` also holds the records the I/O thread appended one by one (ProducerBatch.add,
     # after the batch joined the core's buffer): their futures have no `_rec` and are
