@@ -119,6 +119,18 @@ def _as_bytes(obj: Any, what: str) -> bytes | None:
                     f"(got {type(obj).__name__})")
 
 
+def _serialized(serializer: Callable[[str, Any], Any], topic: str, obj: Any,
+                what: str) -> bytes | None:
+    """What a configured serializer made of `obj`: bytes or None; a bytearray or memoryview
+    as bytes (the record encoder takes bytes); anything else is refused at send()."""
+    out = serializer(topic, obj)
+    if out is None or type(out) is bytes:
+        return out
+    if isinstance(out, (bytes, bytearray, memoryview)):
+        return bytes(out)
+    raise TypeError(f"the {what} serializer returned {type(out).__name__}, not bytes or None")
+
+
 _NO_HEADERS = b"\x00"
 
 
@@ -414,9 +426,11 @@ class AsyncProducer(ProducerTransactions):
         MessageTooLargeError). Any thread may call it: it reads only settings."""
         key_ser, value_ser = self._key_ser, self._value_ser
         key_bytes = (key if key is None and key_ser is None
-                     else key_ser(topic, key) if key_ser else _as_bytes(key, "key"))
+                     else _serialized(key_ser, topic, key, "key") if key_ser
+                     else _as_bytes(key, "key"))
         value_bytes = (value if type(value) is bytes and value_ser is None
-                       else value_ser(topic, value) if value_ser else _as_bytes(value, "value"))
+                       else _serialized(value_ser, topic, value, "value") if value_ser
+                       else _as_bytes(value, "value"))
         hdrs = _encoded_headers(headers) if headers else _NO_HEADERS
         size = record_size(key_bytes, value_bytes, hdrs)
         if size + BATCH_OVERHEAD > self._max_request_size or size > self._acc.buffer_memory:
@@ -532,9 +546,10 @@ class AsyncProducer(ProducerTransactions):
             else:
                 ts = _checked_timestamp(timestamp_ms)
             key_bytes = (key if key is None and key_ser is None
-                         else key_ser(topic, key) if key_ser else _as_bytes(key, "key"))
+                         else _serialized(key_ser, topic, key, "key") if key_ser
+                         else _as_bytes(key, "key"))
             value_bytes = (value if type(value) is bytes and value_ser is None
-                           else value_ser(topic, value) if value_ser
+                           else _serialized(value_ser, topic, value, "value") if value_ser
                            else _as_bytes(value, "value"))
             hdrs = _encoded_headers(headers) if headers else _NO_HEADERS
             size = record_size(key_bytes, value_bytes, hdrs)

@@ -13,38 +13,18 @@ timestamp is the first record's, and later records carry their difference to it.
 from __future__ import annotations
 
 import struct
-from typing import Sequence
 
 from . import compression as _compression
 from .batch_header import (HEADER_SIZE, LOG_OVERHEAD, TRANSACTIONAL, BatchHeader, pack_header,
                            write_crc)
-from .records import _UV, _UV_CACHED, MAGIC, _uvarint_bytes
+from .records import MAGIC, _encode_headers, _encode_row
 
 __all__ = ["BatchWriter", "encode_headers"]
 
-_NULL = b"\x01"          # varint -1: a null key, value or header value
 _NO_HEADERS = b"\x00"
 
-
-def _uv(zz: int) -> bytes:
-    return _UV[zz] if zz < _UV_CACHED else _uvarint_bytes(zz)
-
-
-def encode_headers(headers: Sequence[tuple[str, bytes | None]]) -> bytes:
-    """A record's headers section: count, then each key (utf-8) and value (null: -1)."""
-    if not headers:
-        return _NO_HEADERS
-    parts = [_uv(len(headers) << 1)]
-    for hk, hv in headers:
-        hkb = hk.encode("utf-8") if isinstance(hk, str) else hk
-        parts.append(_uv(len(hkb) << 1))
-        parts.append(hkb)
-        if hv is None:
-            parts.append(_NULL)
-        else:
-            parts.append(_uv(len(hv) << 1))
-            parts.append(hv)
-    return b"".join(parts)
+# A record's headers section, as `BatchWriter.append` takes it (record_rows.py).
+encode_headers = _encode_headers
 
 
 class BatchWriter:
@@ -61,36 +41,14 @@ class BatchWriter:
     def append(self, timestamp: int, key: bytes | None, value: bytes | None,
                headers: bytes = _NO_HEADERS) -> None:
         """Encode one record (timestamp in ms; `headers` as `encode_headers` gives them)."""
-        uv = _UV
         n = self.count
-        if n == 0:
-            self.base_ts = self.max_ts = timestamp
-            tsd = b"\x00"
-        else:
+        if n:
             if timestamp > self.max_ts:
                 self.max_ts = timestamp
-            d = timestamp - self.base_ts
-            zz = (d << 1) ^ (d >> 63)
-            tsd = uv[zz] if zz < _UV_CACHED else _uvarint_bytes(zz)
-        zz = n << 1
-        od = uv[zz] if zz < _UV_CACHED else _uvarint_bytes(zz)
-        if key is None:
-            kl = _NULL
-            key = b""
+            _encode_row(self.buf, n, timestamp - self.base_ts, key, value, headers)
         else:
-            zz = len(key) << 1
-            kl = uv[zz] if zz < _UV_CACHED else _uvarint_bytes(zz)
-        if value is None:
-            vl = _NULL
-            value = b""
-        else:
-            zz = len(value) << 1
-            vl = uv[zz] if zz < _UV_CACHED else _uvarint_bytes(zz)
-        body = (1 + len(tsd) + len(od) + len(kl) + len(key) + len(vl) + len(value)
-                + len(headers))
-        zz = body << 1
-        self.buf += b"%b\x00%b%b%b%b%b%b%b" % (uv[zz] if zz < _UV_CACHED else _uvarint_bytes(zz),
-                                             tsd, od, kl, key, vl, value, headers)
+            self.base_ts = self.max_ts = timestamp
+            _encode_row(self.buf, 0, 0, key, value, headers)
         self.count = n + 1
 
     def finish(self, *, compression: int = 0, compression_level: int | None = None,

@@ -48,6 +48,8 @@ else:
     # Compiled by mypyc where strom was installed with a C compiler (native.py decides).
     _rows = native.load(f"{__package__}.record_rows")
 _decode_rows = _rows.decode_rows
+_encode_row = _rows.encode_row          # the producer's per-record step
+_encode_headers = _rows.encode_headers
 
 CorruptMessageError = BY_NAME["CORRUPT_MESSAGE"]
 UnsupportedForMessageFormatError = BY_NAME["UNSUPPORTED_FOR_MESSAGE_FORMAT"]
@@ -184,29 +186,6 @@ class RecordBatch:
 
 
 # ---------------------------------------------------------------------------------------------
-# varints
-
-def _uvarint_bytes(v: int) -> bytes:
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
-
-
-# Encoded unsigned varints of every zigzag value below this bound, so that the common small
-# lengths, deltas and counts cost one list lookup instead of a loop.
-_UV_CACHED = 1 << 14
-_UV: list[bytes] = [_uvarint_bytes(i) for i in range(_UV_CACHED)]
-
-
-def _varint(v: int) -> bytes:
-    zz = (v << 1) ^ (v >> 63)
-    return _UV[zz] if zz < _UV_CACHED else _uvarint_bytes(zz)
-
-
-# ---------------------------------------------------------------------------------------------
 # building
 
 def build_batch(records: Sequence[Record], *, base_offset: int = 0, compression: int = 0,
@@ -246,42 +225,7 @@ def append_record(out: bytearray, offset_delta: int, timestamp_delta: int, key: 
                   value: bytes | None, headers: Sequence[tuple[str, bytes | None]]) -> None:
     """Append one length-prefixed record (DefaultRecord) to `out`. Shared by the batch
     builder and the log cleaner, which re-encodes kept records with their offset gaps."""
-    uv = _UV
-    cached = _UV_CACHED
-    slow = _uvarint_bytes
-    zz = (timestamp_delta << 1) ^ (timestamp_delta >> 63)
-    rec = bytearray(b"\x00")                         # attributes: unused, 0
-    rec += uv[zz] if zz < cached else slow(zz)
-    zz = offset_delta << 1
-    rec += uv[zz] if zz < cached else slow(zz)
-    if key is None:
-        rec += b"\x01"                               # varint -1
-    else:
-        zz = len(key) << 1
-        rec += uv[zz] if zz < cached else slow(zz)
-        rec += key
-    if value is None:
-        rec += b"\x01"
-    else:
-        zz = len(value) << 1
-        rec += uv[zz] if zz < cached else slow(zz)
-        rec += value
-    if headers:
-        rec += _varint(len(headers))
-        for hk, hv in headers:
-            hkb = hk.encode("utf-8") if isinstance(hk, str) else hk
-            rec += _varint(len(hkb))
-            rec += hkb
-            if hv is None:
-                rec += b"\x01"
-            else:
-                rec += _varint(len(hv))
-                rec += hv
-    else:
-        rec += b"\x00"
-    zz = len(rec) << 1
-    out += uv[zz] if zz < cached else slow(zz)
-    out += rec
+    _encode_row(out, offset_delta, timestamp_delta, key, value, _encode_headers(headers))
 
 
 def _build(records: Sequence[Record], base_offset: int, codec: int, producer_id: int,

@@ -9,7 +9,8 @@ flush/close. What must hold, against a real broker:
 - records in open batches are delivered by flush() and by close();
 - several threads sending at once: every record once, each thread's in its order;
 - a record the serializer refuses fails its future and on_delivery (on the I/O thread, as
-  every delivery report), and the records around it are delivered;
+  every delivery report), and the records around it are delivered; a serializer's
+  bytearray or memoryview is sent as its bytes;
 - a full buffer.memory blocks send() in the caller's thread for max.block.ms;
 - past 10,000 records queued one by one, send() waits for the I/O thread and is woken as
   soon as it takes them.
@@ -151,6 +152,25 @@ def test_a_record_the_serializer_refuses_fails_alone_on_the_io_thread(broker):
         assert [f.result(0).offset for f in (futs[0], futs[2])] == [0, 1]
     assert sorted(e or "" for _, e in reports) == ["", "", "no bad values here"]
     assert {name for name, _ in reports} == {"strom-producer"}
+
+
+def test_a_serializers_bytearray_or_memoryview_is_sent_as_its_bytes(broker):
+    """The record encoder takes bytes (compiled, it checks): what else a serializer returns
+    is made bytes at send(), or refused there if it is no buffer at all."""
+    create_topic(broker.bootstrap, "buffers", 1)
+    made = {"ba": bytearray(b"from a bytearray"), "mv": memoryview(b"from a memoryview"),
+            "int": 7}
+    with Producer(bootstrap_servers=broker.bootstrap, value_serializer=lambda t, v: made[v],
+                  key_serializer=lambda t, k: bytearray(k.encode())) as p:
+        futs = [p.send("buffers", v, key=v, partition=0) for v in ("ba", "mv", "int")]
+        p.flush(30)
+        wait_futures(futs, 30)
+        assert [f.result(0).offset for f in futs[:2]] == [0, 1]
+        error = futs[2].exception(0)
+        assert isinstance(error, TypeError) and "value serializer returned int" in str(error)
+    seen = ck_consume_all(broker.bootstrap, "buffers", 1, 2)
+    assert [(r.key, r.value) for r in seen] == [(b"ba", b"from a bytearray"),
+                                               (b"mv", b"from a memoryview")]
 
 
 def test_a_full_buffer_blocks_send_in_the_callers_thread_then_fails_the_record(broker):
