@@ -340,7 +340,9 @@ class RecordAccumulator:
             dq = self.batches[TopicPartition(*tp)] = deque()
         elif dq:
             last = dq[-1]
-            if last.is_open and last.has_room(size, self.batch_size):
+            # is_open and has_room, inline: this is every send()'s path
+            if (last.built is None and last.attempts == 0 and last.base_sequence == NO_SEQUENCE
+                    and (not last.count or last.size + size <= self.batch_size)):
                 last.add(timestamp, key, value, headers, size, waiter)
                 return last
         if abort_on_new_batch:

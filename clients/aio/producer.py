@@ -338,10 +338,12 @@ class AsyncProducer(ProducerTransactions):
         max.block.ms), TypeError/serializer errors, ValueError (a timestamp_ms outside
         0..2^63-1, as Kafka's "Invalid timestamp"), ProducerClosedError,
         AuthenticationError (the last attempt to connect to a broker was refused)."""
-        self._client.raise_authentication_error()
+        client = self._client
+        if client.pool.authentication_error is not None:
+            client.raise_authentication_error()
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[RecordMetadata] = loop.create_future()
-        num = self._client.cluster.partition_count(topic)
+        num = client.cluster.partition_count(topic)
         if (self._started and num and (partition is None or partition < num)
                 and not self._closed and self._txn is None):
             # The common case, without a second coroutine: metadata known, no transaction.
