@@ -51,16 +51,15 @@ import time
 from typing import Any, Iterable, Mapping, cast
 
 from clients._loop import LoopThread
-from clients.aio.accumulator import (BATCH_OVERHEAD, ProducerBatch, record_size,
+from clients.aio.accumulator import (BATCH_OVERHEAD, ProducerBatch,
                                      reject_future, resolve_future, run_delivery_callback)
 from clients.aio.errors import KafkaTimeoutError
-from clients.aio.producer import _NO_HEADERS, AsyncProducer, Headers
+from clients.aio.producer import _NO_HEADERS, PLAIN_RECORD_OVERHEAD, AsyncProducer, Headers
 from clients.types import DeliveryCallback, PreparedTransaction, RecordMetadata, TopicPartition
 
 __all__ = ["Producer"]
 
 _HANDOFF_LIMIT = 10_000  # records queued for the I/O thread before send() blocks
-_PLAIN_OVERHEAD = record_size(None, b"", _NO_HEADERS)   # a value-only record's size beyond it
 
 # What send() hands to the I/O thread: the record's future and send() arguments, then the
 # time it started waiting; or a 1-tuple marker (flush/close waiting for what came before).
@@ -331,11 +330,9 @@ class Producer:
         self._one_by_one = 0            # records handed off alone ...
         self._one_by_one_done = 0       # ... and appended (or failed) by the I/O thread
         self._appends_here = self._core._txn is None
-        # send()'s commonest record (bytes value, no key, headers or timestamp) is sized here
-        # without _encode_parts when no serializer is set and it cannot be too large.
-        self._plain_values = self._core._key_ser is None and self._core._value_ser is None
-        self._largest_plain = min(self._core._max_request_size - BATCH_OVERHEAD,
-                                  self._core._acc.buffer_memory)
+        # send()'s commonest record is sized without _encode_parts (as AsyncProducer's).
+        self._plain_values = self._core._plain_values
+        self._largest_plain = self._core._largest_plain
         self._sweeping = False      # the I/O thread will look for lingered open batches
         self._memory_freed = threading.Condition(self._lock)   # callers wait for memory
         self._memory_waiters = 0
@@ -385,7 +382,7 @@ class Producer:
         on their way. What is wrong with the record itself (and no memory within
         max.block.ms) is reported through its future, on the I/O thread."""
         core = self._core
-        cluster = core._client.cluster
+        cluster = core._client.metadata.cluster
         num = cluster.partition_count(topic)
         if (not num or (partition is not None and partition >= num)
                 or self._one_by_one != self._one_by_one_done):
@@ -395,8 +392,9 @@ class Producer:
         value_bytes: bytes | None
         if (key is None and type(value) is bytes and not headers and timestamp_ms is None
                 and self._plain_values
-                and (size := _PLAIN_OVERHEAD + len(value)) <= self._largest_plain):
-            # The common record, without a call: what _encode_parts would give.
+                and (size := PLAIN_RECORD_OVERHEAD + len(value)) <= self._largest_plain):
+            # The common record, without a call: what _encode_parts would give (inline here
+            # and in AsyncProducer._append_now, each a per-record path: keep them alike).
             key_bytes, value_bytes, hdrs, ts = None, value, _NO_HEADERS, int(time.time() * 1000)
         else:
             try:

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
 from collections import deque
 from typing import Callable, Iterable, Union
 
@@ -96,10 +97,13 @@ def record_size(key: bytes | None, value: bytes | None, headers: bytes = b"") ->
             + len(headers))
 
 
+_INVALID_STATE = (asyncio.InvalidStateError, concurrent.futures.InvalidStateError)
+
+
 def resolve_future(fut: RecordFuture, md: RecordMetadata) -> None:
     try:
         fut.set_result(md)
-    except (asyncio.InvalidStateError, concurrent.futures.InvalidStateError):
+    except _INVALID_STATE:
         pass        # cancelled by its owner (done() first would cost a lock per record)
 
 
@@ -229,11 +233,18 @@ class ProducerBatch(BatchWriter):
         may resolve them all at once: clients/producer.py)."""
         if not self.waiters:
             return
+        # resolve_future and run_delivery_callback inline: a call each per record
         for (fut, _, _, _, _, cb), md in zip(self.waiters,
                                              self.record_metadata(base_offset, log_append_time)):
-            resolve_future(fut, md)
+            try:
+                fut.set_result(md)
+            except _INVALID_STATE:
+                pass        # cancelled by its owner
             if cb is not None:
-                run_delivery_callback(cb, None, md)
+                try:
+                    cb(None, md)
+                except Exception:  # a user callback must not break the producer
+                    _log_callback_failure()
 
     def fail(self, error: Exception) -> None:
         if self.done:
@@ -265,8 +276,12 @@ def run_delivery_callback(cb: DeliveryCallback, err: Exception | None,
     try:
         cb(err, md)
     except Exception:  # a user callback must not break the producer
-        import logging
-        logging.getLogger("strom.client.producer").exception("on_delivery callback failed")
+        _log_callback_failure()
+
+
+def _log_callback_failure() -> None:
+    """In an except block: what a user's on_delivery raised, logged with its traceback."""
+    logging.getLogger("strom.client.producer").exception("on_delivery callback failed")
 
 
 class RecordAccumulator:

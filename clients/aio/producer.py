@@ -132,6 +132,7 @@ def _serialized(serializer: Callable[[str, Any], Any], topic: str, obj: Any,
 
 
 _NO_HEADERS = b"\x00"
+PLAIN_RECORD_OVERHEAD = record_size(None, b"", _NO_HEADERS)  # a value-only record's size beyond it
 
 
 def _checked_timestamp(timestamp_ms: Any) -> int:
@@ -212,6 +213,11 @@ class AsyncProducer(ProducerTransactions):
         self._value_ser = _serializer(cfg["value.serializer"])
         self._max_block = cfg.ms("max.block.ms")
         self._max_request_size = cfg["max.request.size"]
+        # send()'s commonest record (bytes value; no key, headers or timestamp) is sized here
+        # without _encode_parts when no serializer is set and it cannot be too large.
+        self._plain_values = self._key_ser is None and self._value_ser is None
+        self._largest_plain = min(self._max_request_size - BATCH_OVERHEAD,
+                                  self._acc.buffer_memory)
         self._retries = cfg["retries"]
         self._backoff = cfg.ms("retry.backoff.ms")
         self._backoff_max = max(self._backoff, cfg.ms("retry.backoff.max.ms"))
@@ -343,7 +349,7 @@ class AsyncProducer(ProducerTransactions):
             client.raise_authentication_error()
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[RecordMetadata] = loop.create_future()
-        num = client.cluster.partition_count(topic)
+        num = client.metadata.cluster.partition_count(topic)     # (not the property: a call)
         if (self._started and num and (partition is None or partition < num)
                 and not self._closed and self._txn is None):
             # The common case, without a second coroutine: metadata known, no transaction.
@@ -400,11 +406,22 @@ class AsyncProducer(ProducerTransactions):
         the record (`now`: the loop's time). Returns None when it is appended, or (the
         record is serialized and placed, but buffer.memory is full) what
         `_append_when_memory_frees` needs. The per-record path: keep it lean."""
-        cluster = self._client.cluster
-        key_bytes, value_bytes, hdrs, size, ts = self._encode_parts(topic, key, value, headers,
-                                                                    timestamp_ms)
+        cluster = self._client.metadata.cluster
+        key_bytes: bytes | None
+        value_bytes: bytes | None
+        if (key is None and type(value) is bytes and not headers and timestamp_ms is None
+                and self._plain_values
+                and (size := PLAIN_RECORD_OVERHEAD + len(value)) <= self._largest_plain):
+            # The common record, without a call: what _encode_parts would give (inline here
+            # and in the sync Producer's _append_here: keep them alike).
+            key_bytes, value_bytes, hdrs, ts = None, value, _NO_HEADERS, int(time.time() * 1000)
+        else:
+            key_bytes, value_bytes, hdrs, size, ts = self._encode_parts(topic, key, value,
+                                                                        headers, timestamp_ms)
         acc = self._acc
-        if partition is None and key_bytes is None and self._plain_sticky is not None:
+        if partition is not None and partition >= 0:
+            sticky = False      # given (send() checked it against the partition count)
+        elif partition is None and key_bytes is None and self._plain_sticky is not None:
             sticky = True       # the default partitioner's sticky rule, without a call
             partition = self._plain_sticky.get(topic)
             if partition is None:

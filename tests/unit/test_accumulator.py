@@ -297,3 +297,24 @@ def test_completing_a_batch_skips_futures_their_owners_cancelled():
         assert futs[2].result().offset == 42 and futs[3].result(0).offset == 43
 
     asyncio.run(main())
+
+
+def test_an_on_delivery_that_raises_is_logged_and_the_rest_are_still_told(caplog):
+    acc = RecordAccumulator(linger=0.0)
+    heard: list = []
+
+    def broken(err, md):
+        raise RuntimeError("user bug")
+
+    futs = [Fut(), Fut(), Fut()]
+    callbacks = [lambda err, md: heard.append(md.offset), broken,
+                 lambda err, md: heard.append(md.offset)]
+    for i, (f, cb) in enumerate(zip(futs, callbacks)):
+        size = record_size(None, b"v")
+        assert acc.reserve(size)
+        batch = acc.append(T0, 1000 + i, None, b"v", b"\x00", size, (f, 1000 + i, -1, 1, cb), 0.0)
+    with caplog.at_level("ERROR", logger="strom.client.producer"):
+        batch.complete(10, -1)
+    assert heard == [10, 12] and [f.result.offset for f in futs] == [10, 11, 12]
+    (logged,) = [r for r in caplog.records if r.name == "strom.client.producer"]
+    assert logged.getMessage() == "on_delivery callback failed" and "user bug" in caplog.text
