@@ -253,6 +253,36 @@ def test_a_large_response_is_received_into_its_own_buffer():
     assert records.readonly                      # as if it were bytes (hashable, immutable)
 
 
+def test_a_response_of_megabytes_gets_one_buffer_of_its_size_at_once():
+    # A consumer's fetch answers run to megabytes (16 MiB with 16 partitions of 1 KiB
+    # records): grown by doubling from 1 MiB, each took five buffers and 15 MiB of copies.
+    batch = build_batch([Record(None, bytes(range(256)) * 4096 * 3)], now_ms=1)    # 3 MiB
+    p = ClientProtocol()
+    cid, _ = p.encode_request("Fetch", {"max_wait_ms": 0, "min_bytes": 1, "topics": []}, 11)
+    frame = _fetch_frame(cid, batch)
+    first = p.get_buffer()
+    first[:1000] = frame[:1000]
+    del first
+    assert p.buffer_updated(1000) == []
+    rest = p.get_buffer()
+    assert len(rest) == len(frame) - 1000
+    rest[:] = frame[1000:]
+    del rest
+    ((_, resp),) = p.buffer_updated(len(frame) - 1000)
+    assert bytes(resp.responses[0].partitions[0].records) == batch
+
+
+def test_a_claim_of_a_huge_response_is_not_allocated_at_once():
+    # A broker that claims a gigabyte gets a buffer of at most 64 MiB until bytes come.
+    p = ClientProtocol()
+    p.encode_request("Fetch", {"max_wait_ms": 0, "min_bytes": 1, "topics": []}, 11)
+    first = p.get_buffer()
+    first[:8] = struct.pack(">ii", 1 << 30, 0)
+    del first
+    assert p.buffer_updated(8) == []
+    assert len(p.get_buffer()) <= 64 << 20
+
+
 def test_large_and_small_responses_interleaved_through_get_buffer():
     batches = [build_batch([Record(None, bytes([i]) * size)], now_ms=1)
                for i, size in enumerate([10, 200_000, 70_000, 3, 1_500_000, 64_000])]
