@@ -219,7 +219,6 @@ def parse_headers(data: bytes, pos: int, rec_end: int, n: int,
     return pos
 
 
-
 # ---------------------------------------------------------------------------------------------
 # encoding
 
