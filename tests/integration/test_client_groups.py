@@ -12,6 +12,7 @@
 """
 from __future__ import annotations
 
+import logging
 import subprocess
 import threading
 import time
@@ -187,11 +188,23 @@ def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
         c.close()
 
 
+def group_history(broker, group: str, caplog) -> str:
+    """The rebalances of `group` as the broker logged them, and what each strom member was
+    assigned in each generation: for a failure's message (a split that only happens now and
+    then is understood from these, not rerun)."""
+    text = broker.log_path.read_text(errors="replace")
+    broker_lines = [ln for ln in text.splitlines() if f"group {group}:" in ln][-15:]
+    strom_lines = [f"{r.threadName}: {r.getMessage()}" for r in caplog.records
+                   if r.name == "strom.client.group" and group in r.getMessage()][-15:]
+    return "\n".join(["broker:", *broker_lines, "strom members:", *strom_lines])
+
+
 @pytest.mark.parametrize("first", ["strom", "confluent"])
 @pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
-def test_strom_and_confluent_members_share_one_group(broker, strategy, first):
+def test_strom_and_confluent_members_share_one_group(broker, strategy, first, caplog):
     """`first`: which kind joins first and so leads the group (computes the assignment
     from everyone's subscriptions, the other kind then decodes it)."""
+    caplog.set_level(logging.INFO, logger="strom.client.group")
     topic, group, P = f"mixed-{strategy}-{first}", f"mixed-{strategy}-{first}-g", 10
     admin = AdminClient({"bootstrap.servers": broker.bootstrap, **QUIET})
     create_topic(admin, topic, P)
@@ -212,7 +225,9 @@ def test_strom_and_confluent_members_share_one_group(broker, strategy, first):
                            "5 members Stable, sharing all partitions")
         assert not errors, errors
         # 10 partitions, 5 members: 2 each (the message whole: pytest cuts a dict's repr short)
-        assert all(split[m.name] for m in members), f"a member without partitions: {sorted(split.items())}"
+        assert all(split[m.name] for m in members), (
+            f"a member without partitions: {sorted(split.items())}\n"
+            f"{group_history(broker, group, caplog)}")
         assert Counter(len(v) for v in split.values()) == Counter({2: 5})
 
         produce(broker.bootstrap, topic, 0, 5000)
