@@ -119,13 +119,10 @@ def _as_bytes(obj: Any, what: str) -> bytes | None:
                     f"(got {type(obj).__name__})")
 
 
-def _serialized(serializer: Callable[[str, Any], Any], topic: str, obj: Any,
-                what: str) -> bytes | None:
-    """What a configured serializer made of `obj`: bytes or None; a bytearray or memoryview
-    as bytes (the record encoder takes bytes); anything else is refused at send()."""
-    out = serializer(topic, obj)
-    if out is None or type(out) is bytes:
-        return out
+def _serialized(out: Any, what: str) -> bytes:
+    """A serializer's output that is not bytes (nor None): a bytearray or memoryview as
+    bytes (the record encoder takes bytes); anything else is refused at send(). Called only
+    then, so a serializer returning bytes costs no call more per record."""
     if isinstance(out, (bytes, bytearray, memoryview)):
         return bytes(out)
     raise TypeError(f"the {what} serializer returned {type(out).__name__}, not bytes or None")
@@ -445,11 +442,13 @@ class AsyncProducer(ProducerTransactions):
         MessageTooLargeError). Any thread may call it: it reads only settings."""
         key_ser, value_ser = self._key_ser, self._value_ser
         key_bytes = (key if key is None and key_ser is None
-                     else _serialized(key_ser, topic, key, "key") if key_ser
-                     else _as_bytes(key, "key"))
+                     else key_ser(topic, key) if key_ser else _as_bytes(key, "key"))
+        if key_bytes is not None and type(key_bytes) is not bytes:
+            key_bytes = _serialized(key_bytes, "key")
         value_bytes = (value if type(value) is bytes and value_ser is None
-                       else _serialized(value_ser, topic, value, "value") if value_ser
-                       else _as_bytes(value, "value"))
+                       else value_ser(topic, value) if value_ser else _as_bytes(value, "value"))
+        if value_bytes is not None and type(value_bytes) is not bytes:
+            value_bytes = _serialized(value_bytes, "value")
         hdrs = _encoded_headers(headers) if headers else _NO_HEADERS
         size = record_size(key_bytes, value_bytes, hdrs)
         if size + BATCH_OVERHEAD > self._max_request_size or size > self._acc.buffer_memory:
@@ -565,11 +564,13 @@ class AsyncProducer(ProducerTransactions):
             else:
                 ts = _checked_timestamp(timestamp_ms)
             key_bytes = (key if key is None and key_ser is None
-                         else _serialized(key_ser, topic, key, "key") if key_ser
-                         else _as_bytes(key, "key"))
+                         else key_ser(topic, key) if key_ser else _as_bytes(key, "key"))
+            if key_bytes is not None and type(key_bytes) is not bytes:
+                key_bytes = _serialized(key_bytes, "key")
             value_bytes = (value if type(value) is bytes and value_ser is None
-                           else _serialized(value_ser, topic, value, "value") if value_ser
-                           else _as_bytes(value, "value"))
+                           else value_ser(topic, value) if value_ser else _as_bytes(value, "value"))
+            if value_bytes is not None and type(value_bytes) is not bytes:
+                value_bytes = _serialized(value_bytes, "value")
             hdrs = _encoded_headers(headers) if headers else _NO_HEADERS
             size = record_size(key_bytes, value_bytes, hdrs)
             if size > limit:
