@@ -6,7 +6,10 @@
                 ...
 
 The async core runs on a `LoopThread` of the consumer's own (fetching and heartbeats go on
-in the background there). Each method hands its coroutine to that thread and waits.
+in the background there). Each method hands its coroutine to that thread and waits, but
+for poll() when records are already fetched and nothing else is due: it takes them in the
+caller's thread (AsyncConsumer.poll_buffered), as a thread switch there and back costs more
+than a poll's worth of records.
 
 User code runs in the user's thread, inside the call that triggered it, as in Kafka's Java
 client: rebalance listener callbacks (`on_partitions_revoked` / `on_partitions_assigned` /
@@ -158,6 +161,12 @@ class Consumer:
     # ------------------------------------------------------------------ records + commits
 
     def poll(self, timeout: float = 1.0, max_records: int | None = None) -> list[ConsumerRecord]:
+        if not self._closed:
+            # Records already fetched are taken here, without a round trip to the loop's
+            # thread, when poll() has nothing else to do (AsyncConsumer.poll_buffered).
+            records = self._c.poll_buffered(max_records)
+            if records is not None:
+                return records
         return self._run(self._c.poll(timeout, max_records))
 
     def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None) -> None:

@@ -52,6 +52,11 @@ __all__ = ["AsyncConsumer", "ConsumerGroupMetadata"]
 
 log = logging.getLogger("strom.client.consumer")
 
+# How long poll_buffered() may hand out records without a poll() on the loop: that poll()'s
+# checks of the cluster's metadata (a pattern's new topics, changed partition counts) are
+# made at most this much later.
+_BUFFERED_WINDOW = 0.1
+
 CommitCallback = Callable[[Exception | None, Mapping[TopicPartition, OffsetAndMetadata]], Any]
 Committed = dict[TopicPartition, OffsetAndMetadata | None]
 
@@ -98,8 +103,13 @@ class AsyncConsumer:
                                  | None) = None
         self._commit_callbacks: list[tuple[CommitCallback, Exception | None, dict]] = []
         self._start_lock: asyncio.Lock | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._started = False
         self._closed = False
+        # poll_buffered() needs a poll() on the loop after this time, or once the fetcher
+        # wants positions looked up that poll() has not started (lookups_wanted moved on).
+        self._buffered_until = 0.0
+        self._lookups_started = -1
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -121,6 +131,7 @@ class AsyncConsumer:
                 self._group = GroupMember(self._client, self.config, [
                     assignor_for(n) for n in self.config["partition.assignment.strategy"]])
             self._next_auto_commit = asyncio.get_running_loop().time() + self._auto_commit_interval
+            self._loop = asyncio.get_running_loop()
             self._started = True
         if self._initial_topics:
             await self.subscribe(self._initial_topics)
@@ -447,6 +458,8 @@ class AsyncConsumer:
                 self._raise_listener_error()
             await self._poll_positions(deadline - loop.time())
             self._maybe_auto_commit(loop.time())
+            self._buffered_until = loop.time() + _BUFFERED_WINDOW
+            self._lookups_started = f.lookups_wanted
             records = f.drain(max_records)
             if records:
                 return records
@@ -465,6 +478,35 @@ class AsyncConsumer:
             finally:                        # also when poll() is cancelled
                 for t in waiters:
                     t.cancel()
+
+    def poll_buffered(self, max_records: int | None = None) -> list[ConsumerRecord] | None:
+        """For a thread that is not the loop's (the sync Consumer): the records poll()
+        would return at once, taken in the calling thread, when poll() has nothing else to
+        do first; else None, and the caller runs poll() on the loop. Nothing else means: no
+        rebalance asked for or in flight, no commit callback or listener error waiting,
+        auto-commit not due, no position to look up or committed offset being fetched, no
+        authentication failure to raise, and a poll() on the loop within the last
+        _BUFFERED_WINDOW seconds."""
+        loop = self._loop
+        if loop is None or self._closed:
+            return None
+        now = loop.time()                   # time.monotonic(): any thread may read it
+        f = self._f
+        if (now >= self._buffered_until or self._commit_callbacks
+                or self._listener_error is not None or self._committed_lookup is not None
+                or f.lookups_wanted != self._lookups_started
+                or (self._auto_commit and now >= self._next_auto_commit)
+                or self._client.pool.authentication_error is not None):
+            return None
+        g = self._group
+        if g is not None and self._subscribed and (g.need_rejoin or self._join_task is not None):
+            return None
+        records = f.drain_in_thread(max_records or self._max_poll_records, loop)
+        if not records:
+            return None
+        if g is not None:
+            g.last_poll = now
+        return records
 
     # ------------------------------------------------------------------ commits
 

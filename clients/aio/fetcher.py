@@ -27,13 +27,21 @@ per batch sends ListOffsets to the leaders, each position found is used at once,
 partition that has no leader (one that does not exist yet) or a retriable error is asked
 about again, with backoff, while the others are fetched; an error that is not retriable is
 raised by poll(). `list_offsets` (ListOffsets to each leader, waiting up to a timeout)
-serves position(), offsets_for_times and beginning/end offsets. Single event loop, not
-thread-safe.
+serves position(), offsets_for_times and beginning/end offsets.
+
+Threads: everything runs on the consumer's event loop except `drain_in_thread`, which the
+sync Consumer's poll() calls in the user's thread so that taking buffered records is not a
+round trip to the loop's thread (~70 us on this kind of VM, two thread switches). `lock`
+keeps that drain and the fetcher's background steps (planning fetches, handling their
+responses, applying looked-up positions) apart; every other change to the partitions'
+state (assign, seek, pause, request_reset from the user) runs on the loop while the user's
+thread waits for it, so it needs no lock.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections import deque
 from dataclasses import dataclass, field
 from typing import AbstractSet as Set, Any, Iterable, Mapping
@@ -114,6 +122,10 @@ class Fetcher:
         self.value_deserializer = as_deserializer(vd) if vd is not None else None
         self.states: dict[TopicPartition, PartitionState] = {}
         self.data_ready = asyncio.Event()          # set when a fetch buffered records/errors
+        self.lock = threading.Lock()               # see the module doc, "Threads"
+        # Bumped whenever a partition's position is to be looked up (assign, reset): a poll
+        # that skips the loop (drain_in_thread) must not skip starting that lookup.
+        self.lookups_wanted = 0
         self._wake = asyncio.Event()
         self._busy: set[int] = set()               # brokers with a fetch in flight
         self._backoff_until: dict[int, float] = {}
@@ -134,6 +146,7 @@ class Fetcher:
         for tp in wanted:
             if tp not in self.states:
                 self.states[tp] = PartitionState()
+                self.lookups_wanted += 1
         self.wake()
 
     def seek(self, tp: TopicPartition, offset: int, epoch: int = -1) -> None:
@@ -148,6 +161,7 @@ class Fetcher:
         st = self._state(tp)
         st.position = None
         st.reset = strategy
+        self.lookups_wanted += 1
         self._invalidate(st)
 
     def _invalidate(self, st: PartitionState) -> None:
@@ -185,11 +199,37 @@ class Fetcher:
 
     def drain(self, max_records: int) -> list[ConsumerRecord]:
         """Up to `max_records` buffered records in offset order per partition, advancing
-        positions; raises a partition's pending error (once). Records are decoded here,
-        as many as are handed out (RecordCursor)."""
+        positions; raises a partition's pending error (once). Records are decoded (and
+        deserialized) here, as many as are handed out (RecordCursor). On the loop."""
+        try:
+            with self.lock:
+                return self._take(max_records, [])
+        finally:
+            # Drained partitions have room again: fetch their next records while the user works.
+            self.wake()
+
+    def drain_in_thread(self, max_records: int, loop: asyncio.AbstractEventLoop
+                        ) -> list[ConsumerRecord]:
+        """drain() from a thread that is not the loop's. The fetcher is woken (a system
+        call and a switch to the loop's thread) only when it has something new to fetch: a
+        partition that had no room, or held an error, has room again. Any other partition
+        with room already has a fetch planned or in flight."""
+        watched: list[PartitionState] = []
+        try:
+            with self.lock:
+                return self._take(max_records, watched)
+        finally:
+            if any(len(st.buffer) < _PREFETCH and st.error is None for st in watched):
+                loop.call_soon_threadsafe(self.wake)
+
+    def _take(self, max_records: int, watched: list[PartitionState]) -> list[ConsumerRecord]:
+        """drain()'s work, under the lock; `watched` gets the partitions the fetcher was
+        not fetching for want of room or because of an error."""
         out: list[ConsumerRecord] = []
         convert = self.key_deserializer is not None or self.value_deserializer is not None
         for tp, st in list(self.states.items()):
+            if st.error is not None or len(st.buffer) >= _PREFETCH:
+                watched.append(st)
             if st.error is not None:
                 err, st.error = st.error, None
                 if out:                      # hand out what we have; raise next time
@@ -243,8 +283,6 @@ class Fetcher:
                 break
         if out or not self.has_buffered():
             self.data_ready.clear()
-        # Drained partitions have room again: fetch their next records while the user works.
-        self.wake()
         if out:
             # Rotate so the next poll starts with other partitions (fairness).
             first = out[0]
@@ -328,27 +366,28 @@ class Fetcher:
             cluster = self.client.cluster
             plan: dict[int, list[tuple[TopicPartition, PartitionState, int]]] = {}
             next_retry = None
-            for tp, st in self.states.items():
-                offset = self._fetch_offset(st)
-                if offset is None:
-                    continue
-                if st.retry_at > now:
-                    next_retry = min(next_retry or st.retry_at, st.retry_at)
-                    continue
-                leader = cluster.leader_for(tp.topic, tp.partition)
-                if leader < 0:
-                    self.client.metadata.add_topics([tp.topic])
-                    self.client.metadata.request_update()
-                    st.retry_at = now + self.client.retry_backoff
-                    next_retry = min(next_retry or st.retry_at, st.retry_at)
-                    continue
-                until = self._backoff_until.get(leader, 0.0)
-                if until > now:
-                    next_retry = min(next_retry or until, until)
-                    continue
-                if leader in self._busy:
-                    continue
-                plan.setdefault(leader, []).append((tp, st, offset))
+            with self.lock:
+                for tp, st in self.states.items():
+                    offset = self._fetch_offset(st)
+                    if offset is None:
+                        continue
+                    if st.retry_at > now:
+                        next_retry = min(next_retry or st.retry_at, st.retry_at)
+                        continue
+                    leader = cluster.leader_for(tp.topic, tp.partition)
+                    if leader < 0:
+                        self.client.metadata.add_topics([tp.topic])
+                        self.client.metadata.request_update()
+                        st.retry_at = now + self.client.retry_backoff
+                        next_retry = min(next_retry or st.retry_at, st.retry_at)
+                        continue
+                    until = self._backoff_until.get(leader, 0.0)
+                    if until > now:
+                        next_retry = min(next_retry or until, until)
+                        continue
+                    if leader in self._busy:
+                        continue
+                    plan.setdefault(leader, []).append((tp, st, offset))
             for node, parts in plan.items():
                 self._busy.add(node)
                 t = loop.create_task(self._fetch(node, parts), name=f"strom-fetch-{node}")
@@ -397,11 +436,13 @@ class Fetcher:
                     session.on_response(req, resp.session_id)
             if code:
                 raise for_code(code)(f"Fetch from broker {node}")
-            for t in resp.responses:
-                for p in t.partitions:
-                    tp = TopicPartition(t.topic, p.partition_index)
-                    if tp in sent:
-                        self._handle(tp, p, *sent[tp], now=loop.time())
+            now = loop.time()
+            with self.lock:
+                for t in resp.responses:
+                    for p in t.partitions:
+                        tp = TopicPartition(t.topic, p.partition_index)
+                        if tp in sent:
+                            self._handle(tp, p, *sent[tp], now=now)
         except asyncio.CancelledError:
             raise
         except (KafkaConnectionError, KafkaTimeoutError) as e:
@@ -414,11 +455,12 @@ class Fetcher:
             self.client.metadata.request_update()
         except Exception as e:                  # a bug or a corrupt response: surface it
             log.exception("fetch from broker %s failed", node)
-            for tp in sent:
-                failed = self.states.get(tp)
-                if failed is not None:
-                    failed.error = e
-                    self.data_ready.set()
+            with self.lock:
+                for tp in sent:
+                    failed = self.states.get(tp)
+                    if failed is not None:
+                        failed.error = e
+                        self.data_ready.set()
         finally:
             self._busy.discard(node)
             self.wake()
@@ -633,10 +675,11 @@ class Fetcher:
         if not pending:
             return
         found = await self.list_offsets(pending, timeout)
-        for tp, (offset, _, _) in found.items():
-            st = self.states.get(tp)
-            if st is not None and st.position is None:
-                self._reset_to(st, offset)
+        with self.lock:
+            for tp, (offset, _, _) in found.items():
+                st = self.states.get(tp)
+                if st is not None and st.position is None:
+                    self._reset_to(st, offset)
         self.wake()
 
     def start_position_resets(self) -> None:
@@ -678,17 +721,18 @@ class Fetcher:
                 found, errors = await self._list_offsets_round(
                     {tp: spec for tp, (_, spec) in sent.items()}, self.client.request_timeout,
                     topic_errors=rounds > 0)
-                for tp, (offset, _, _) in found.items():
-                    st = self.states.get(tp)
-                    if st is not None and st.version == sent[tp][0] and st.position is None:
-                        self._reset_to(st, offset)
-                for tp, err in errors.items():
-                    st = self.states.get(tp)
-                    if st is not None and st.version == sent[tp][0]:
-                        st.error = err
-                        self.data_ready.set()
-                    tps.discard(tp)                 # the next poll() starts over
-                    self._resetting.discard(tp)
+                with self.lock:
+                    for tp, (offset, _, _) in found.items():
+                        st = self.states.get(tp)
+                        if st is not None and st.version == sent[tp][0] and st.position is None:
+                            self._reset_to(st, offset)
+                    for tp, err in errors.items():
+                        st = self.states.get(tp)
+                        if st is not None and st.version == sent[tp][0]:
+                            st.error = err
+                            self.data_ready.set()
+                        tps.discard(tp)             # the next poll() starts over
+                        self._resetting.discard(tp)
                 if found:
                     self.wake()
                 if any(tp not in found for tp in tps):
@@ -699,10 +743,11 @@ class Fetcher:
             raise
         except Exception as e:                  # an authentication failure, a bug: poll() raises it
             log.warning("looking up the positions of %s failed: %r", sorted(tps), e)
-            for tp in tps:
-                st = self.states.get(tp)
-                if st is not None and st.position is None:
-                    st.error = e
-                    self.data_ready.set()
+            with self.lock:
+                for tp in tps:
+                    st = self.states.get(tp)
+                    if st is not None and st.position is None:
+                        st.error = e
+                        self.data_ready.set()
         finally:
             self._resetting.difference_update(tps)
