@@ -115,7 +115,10 @@ class _FrameProtocol(WriteFlowControl, asyncio.BufferedProtocol):
         # Buffers start small and grow with what the peer actually sends: a connection
         # costs a few KiB until it is busy, and before authentication a frame's buffer
         # grows only as its bytes arrive (a flood of connections stays cheap).
-        self.receiver = FrameReceiver(server.max_request_size, initial_scratch=_INITIAL_SCRATCH)
+        # No spare large buffers per connection: the broker keeps freed memory for the
+        # whole process (heap.retain_freed_memory), and spares would stay with every idle one.
+        self.receiver = FrameReceiver(server.max_request_size, initial_scratch=_INITIAL_SCRATCH,
+                                      max_spares=0)
         if not self.conn.authenticated:
             self.receiver.max_size = min(server.max_request_size, server.sasl_max_receive_size)
             self.receiver.big_start = _INITIAL_SCRATCH

@@ -13,13 +13,15 @@ come out whole whatever the read boundaries:
   from `big_start` as bytes come, so a peer that only *claims* a huge frame cannot make us
   allocate it.
 
-Large frames' buffers are used again: the receiver keeps the last `max_spares` of them and
-takes one whose frame nobody refers to any more (no view of it is alive) for the next large
-frame. A new buffer costs more than its size suggests: glibc hands freed megabytes back to
-the kernel, and each page of a new one is faulted in again (a consumer reading 1 KiB records
-took ~127 page faults per 1 MiB fetch answer, most of them zeroing the new buffer). After
-`_IDLE_FRAMES` small frames in a row (a connection no longer carrying large ones) the spares
-are let go.
+Large frames' buffers are used again: the receiver keeps the last `max_spares` of them (and
+no more than `max_spare_bytes` in all) and takes one whose frame nobody refers to any more
+(no view of it is alive) for the next large frame. A new buffer costs more than its size
+suggests: glibc hands freed megabytes back to the kernel, and each page of a new one is
+faulted in again (a consumer reading 1 KiB records took ~127 page faults per 1 MiB fetch
+answer, most of them zeroing the new buffer). After `_IDLE_FRAMES` small frames in a row (a
+connection no longer carrying large ones) the spares are let go. The clients keep spares (a
+few connections each); the broker does not (`max_spares=0`): it keeps freed memory for the
+whole process instead (broker/heap.py), where spares would be held by every idle connection.
 
 The scratch buffer starts at `initial_scratch` and doubles up to `scratch` whenever a read
 fills it, so an idle connection (or a flood of them) costs a few KiB each while a busy one
@@ -47,7 +49,8 @@ class FrameReceiver:
 
     def __init__(self, max_size: int, *, min_size: int = 0, scratch: int = 256 * 1024,
                  own_buffer_at: int = 64 * 1024, big_start: int = BIG_START,
-                 initial_scratch: int | None = None, max_spares: int = 4):
+                 initial_scratch: int | None = None, max_spares: int = 4,
+                 max_spare_bytes: int = 64 << 20):
         self.max_size = max_size
         self.min_size = min_size
         self.scratch = scratch
@@ -65,6 +68,7 @@ class FrameReceiver:
         self._big_got = 0
         self._big_size = 0              # the size its header claims
         self.max_spares = max_spares
+        self.max_spare_bytes = max_spare_bytes
         self._spares: list[bytearray] = []  # buffers of large frames handed out, newest last
         self._small_in_a_row = 0
         self.error_size: int | None = None  # the size prefix that ended the stream
@@ -133,9 +137,12 @@ class FrameReceiver:
         return bytearray(n)
 
     def _keep_spare(self, buf: bytearray) -> None:
+        if not self.max_spares:
+            return
         spares = self._spares
         spares.append(buf)
-        if len(spares) > self.max_spares:
+        while len(spares) > self.max_spares or (
+                len(spares) > 1 and sum(map(len, spares)) > self.max_spare_bytes):
             del spares[0]
 
     def _parse(self) -> list[memoryview]:

@@ -105,3 +105,16 @@ def test_at_most_max_spares_are_kept():
     held = [feed(r, frame(body(1 << 20, seed)))[0] for seed in range(10)]
     assert len(r._spares) == r.max_spares
     assert [bytes(h) for h in held] == [body(1 << 20, seed) for seed in range(10)]
+
+
+def test_spares_stay_under_their_byte_cap_and_a_receiver_may_keep_none():
+    r = FrameReceiver(64 << 20, scratch=256 * KIB, big_start=64 << 20, max_spare_bytes=5 << 20)
+    held = [feed(r, frame(body(2 << 20, seed)))[0] for seed in range(4)]   # each a new buffer
+    assert sum(map(len, r._spares)) <= 5 << 20 and len(r._spares) == 2
+    assert [bytes(h) for h in held] == [body(2 << 20, seed) for seed in range(4)]
+    none = FrameReceiver(64 << 20, scratch=256 * KIB, big_start=64 << 20, max_spares=0)
+    [first] = feed(none, frame(body(1 << 20, 1)))
+    del first
+    assert none._spares == []
+    [second] = feed(none, frame(body(1 << 20, 2)))
+    assert bytes(second) == body(1 << 20, 2)
