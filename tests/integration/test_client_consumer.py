@@ -20,7 +20,6 @@ import time
 
 import pytest
 from confluent_kafka import Producer as CKProducer
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from clients.consumer import Consumer
 from clients.protocol.errors import KafkaError
@@ -29,6 +28,7 @@ from tests.support.broker_process import BrokerProcess
 from tests.support.cluster import Cluster
 from tests.support.roundtrip import (CODECS, Seen, headers_of, key_of, timestamp_of, value_of,
                                      verify)
+from tests.support.topics import create_topic
 from tests.support.zk_process import zookeeper_available
 
 pytestmark = pytest.mark.integration
@@ -43,19 +43,6 @@ def mbroker(tmp_path_factory):
     b = BrokerProcess(tmp_path_factory.mktemp("client-consumer") / "b0").start()
     yield b
     b.stop()
-
-
-def create_topic(bootstrap: str, topic: str, partitions: int, rf: int = 1) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
-    admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=rf)])[topic].result(30)
-    deadline = time.monotonic() + 30
-    while True:
-        md = admin.list_topics(topic, timeout=10).topics[topic]
-        if md.error is None and len(md.partitions) == partitions and all(
-                p.leader >= 0 for p in md.partitions.values()):
-            return
-        assert time.monotonic() < deadline, f"topic {topic} not ready"
-        time.sleep(0.1)
 
 
 def headers_with_null(i: int, codec: str, null: bytes | None = None) -> list[tuple[str, bytes | None]]:

@@ -25,12 +25,12 @@ import time
 
 import pytest
 from confluent_kafka import Producer as CKProducer
-from confluent_kafka.admin import AdminClient, NewTopic
 
 import clients.aio.consumer as aio_consumer
 from clients.consumer import Consumer
 from clients.types import TopicPartition
 from tests.support.broker_process import BrokerProcess
+from tests.support.topics import create_topic
 
 pytestmark = pytest.mark.integration
 
@@ -48,19 +48,6 @@ def broker(tmp_path_factory):
 @pytest.fixture
 def wide_window(monkeypatch):
     monkeypatch.setattr(aio_consumer, "_BUFFERED_WINDOW", 60.0)
-
-
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
-    admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])[topic].result(30)
-    deadline = time.monotonic() + 30
-    while True:
-        md = admin.list_topics(topic, timeout=10).topics[topic]
-        if md.error is None and len(md.partitions) == partitions and all(
-                p.leader >= 0 for p in md.partitions.values()):
-            return
-        assert time.monotonic() < deadline, f"topic {topic} not ready"
-        time.sleep(0.1)
 
 
 def produce(bootstrap: str, topic: str, partitions: int, n: int) -> None:
