@@ -6,6 +6,10 @@ sends one Fetch request per partition leader for all assigned, unpaused partitio
 have room in the buffer (at most `_PREFETCH` completed fetches per partition), one request
 in flight per broker. While the user processes what poll() returned, the next fetch is
 already on its way: a partition becomes fetchable again as soon as its buffer has room.
+A fetch that would name only partitions at their end (offset at the last high watermark
+seen) is not sent while another partition of that broker has a full buffer: the broker
+would hold it for fetch.max.wait.ms, and that partition's next fetch behind it while poll()
+empties the buffer; they go together once the full partition has room.
 With Fetch v7+ each broker gets a fetch session (fetch_session.py, KIP-227): after the
 first request, only partitions whose fetch position changed are named, and close() ends
 the sessions.
@@ -365,11 +369,14 @@ class Fetcher:
             now = loop.time()
             cluster = self.client.cluster
             plan: dict[int, list[tuple[TopicPartition, PartitionState, int]]] = {}
+            full: set[int] = set()          # leaders of partitions whose buffers are full
             next_retry = None
             with self.lock:
                 for tp, st in self.states.items():
                     offset = self._fetch_offset(st)
                     if offset is None:
+                        if len(st.buffer) >= _PREFETCH and st.error is None and not st.paused:
+                            full.add(cluster.leader_for(tp.topic, tp.partition))
                         continue
                     if st.retry_at > now:
                         next_retry = min(next_retry or st.retry_at, st.retry_at)
@@ -389,6 +396,12 @@ class Fetcher:
                         continue
                     plan.setdefault(leader, []).append((tp, st, offset))
             for node, parts in plan.items():
+                if node in full and all(0 <= st.high_watermark <= offset for _, st, offset in parts):
+                    # Only partitions at their end, as far as the last answers said: the
+                    # broker would hold this fetch up to fetch.max.wait.ms, and the full
+                    # partitions' next fetch behind it while poll() empties their buffers.
+                    # They go with that fetch instead (poll() making room wakes this loop).
+                    continue
                 self._busy.add(node)
                 t = loop.create_task(self._fetch(node, parts), name=f"strom-fetch-{node}")
                 self._tasks.add(t)
