@@ -31,8 +31,11 @@ records, delivery errors or records flush() left unacknowledged makes the script
 For strom, bench/loop_blocked.py samples each broker's event-loop thread every 5 ms for the
 time it spends in the kernel unable to run (state D: an append waiting for the kernel's
 writeback, say), per second of the window and in total, with the kernel functions it waited
-in; strom-3-nowriteback is strom with log.writeback.interval.bytes=0 (the kernel alone
-decides when the logs are written back), for the write-behind's before/after.
+in, and from each loop thread's schedstat the ms it ran and the ms it was ready to run but
+waited for a CPU (the machine's run queue); for every system, the share of the machine's
+CPU that was busy, per second. strom-3-nowriteback is strom with
+log.writeback.interval.bytes=0 (the kernel alone decides when the logs are written back),
+for the write-behind's before/after.
 
 The table shows, per system, the run with the median p99 of --repeats runs (every figure of
 a row comes from that one run). Every run is written to
@@ -45,6 +48,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
 import struct
 import sys
 import time
@@ -165,21 +169,51 @@ def loop_blocked_window(lines: list[dict], pids: list[int], warmup: float,
     for x in rows:
         for fn, n in x["waits"].items():
             waits[fn] = waits.get(fn, 0) + n
+    # [s, ms each loop ran..., ms each loop waited for a CPU...] (lines of samplers before
+    # the run-queue figures have neither)
+    sched = [[x["t"] - first, *(x.get("cpu_ms", {}).get(str(p), 0) for p in pids),
+              *(x.get("runq_ms", {}).get(str(p), 0) for p in pids)] for x in rows]
+    n = len(pids)
     return {"loop_blocked_ms_by_second": by_second,
             "loop_blocked_ms": [sum(r[i + 1] for r in by_second) for i in range(len(pids))],
             "loop_blocked_worst_second_ms": max((max(r[1:]) for r in by_second), default=0),
-            "loop_blocked_waits": dict(sorted(waits.items(), key=lambda kv: -kv[1])[:8])}
+            "loop_blocked_waits": dict(sorted(waits.items(), key=lambda kv: -kv[1])[:8]),
+            "loop_cpu_runq_ms_by_second": sched,
+            "loop_cpu_ms": [round(sum(r[1 + i] for r in sched), 1) for i in range(n)],
+            "loop_runq_ms": [round(sum(r[1 + n + i] for r in sched), 1) for i in range(n)]}
 
 
-def _memory_sampler(stop: Any, samples: list[list[float]], t0: float) -> None:
-    """Every second: the kernel's dirty and writeback page cache and free memory (MB)."""
+def cpu_times() -> list[int]:
+    """The machine's CPU time so far, in ticks: /proc/stat's first line (user, nice, system,
+    idle, iowait, irq, softirq, steal, ...)."""
+    with open("/proc/stat") as f:
+        return [int(x) for x in f.readline().split()[1:]]
+
+
+def busy_pct(before: Sequence[int], after: Sequence[int]) -> float:
+    """The share of the machine's CPU time between two cpu_times() that was not idle (idle
+    and iowait are idle)."""
+    delta = [b - a for a, b in zip(before, after)]
+    total = sum(delta)
+    return round(100.0 * (total - delta[3] - delta[4]) / total, 1) if total else 0.0
+
+
+def _memory_sampler(stop: Any, samples: list[list[float]], t0: float,
+                    busy: list[list[float]]) -> None:
+    """Every second: the kernel's dirty and writeback page cache and free memory (MB) into
+    `samples`; the share of the machine's CPUs that was busy (%) into `busy`."""
+    last = cpu_times()
     while not stop.wait(1.0):
         try:
             info = dict(line.split(":", 1) for line in open("/proc/meminfo"))
+            now = cpu_times()
         except OSError:
             return
-        samples.append([round(time.monotonic() - t0, 1),
-                        *(int(info[k].split()[0]) // 1024 for k in ("Dirty", "Writeback", "MemFree"))])
+        t = round(time.monotonic() - t0, 1)
+        samples.append([t, *(int(info[k].split()[0]) // 1024
+                             for k in ("Dirty", "Writeback", "MemFree"))])
+        busy.append([t, busy_pct(last, now)])
+        last = now
 
 
 class _WindowFailures(DeliveryCounter):
@@ -261,9 +295,10 @@ def run_once(bootstrap: str, topic: str, partitions: int, size: int, rate_mb: fl
     pack = _STAMP.pack
     import threading
     memory: list[list[float]] = []       # [s since the window began, dirty, writeback, free MB]
+    busy: list[list[float]] = []         # [s since the window began, machine CPU busy %]
     memory_stop = threading.Event()
     threading.Thread(target=_memory_sampler, args=(memory_stop, memory,
-                                                   time.monotonic() + warmup),
+                                                   time.monotonic() + warmup, busy),
                      daemon=True).start()
     produce_batch = p.produce_batch
     blocked_file = tempfile.NamedTemporaryFile(prefix="loop-blocked-", suffix=".jsonl",
@@ -321,9 +356,20 @@ def run_once(bootstrap: str, topic: str, partitions: int, size: int, rate_mb: fl
     proc.join(10)
     acct = window_accounting(created_in_window, unqueued_in_window, failures.failed_in_window,
                              unflushed, res["received"], res["duplicates"])
+    in_window = [b for t, b in busy if 0 <= t < seconds]
     return {"achieved_mb_s": achieved, "records": res["received"], **acct,
             **{k: res[k] for k in ("p50_ms", "p99_ms", "p999_ms", "max_ms")},
-            "per_second": res["per_second"], "memory_mb_by_second": memory, **blocked}
+            "per_second": res["per_second"], "memory_mb_by_second": memory,
+            "cpu_busy_pct_by_second": busy,
+            "cpu_busy_pct_median": statistics.median(in_window) if in_window else None,
+            **blocked}
+
+
+def _cores(run: dict) -> str:
+    """The brokers' loops over a run's window: CPU they ran on and CPU they waited for, in
+    cores (ms per second of window / 1000), summed over the brokers."""
+    seconds = max(1, len(run["loop_cpu_runq_ms_by_second"]))
+    return f"{sum(run['loop_cpu_ms']) / seconds / 1000:.2f}/{sum(run['loop_runq_ms']) / seconds / 1000:.2f}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -390,7 +436,9 @@ def main(argv: list[str] | None = None) -> int:
                 res["page_cache_fill"] = filled
             log(f"{system} run {r}: " + str({k: v for k, v in res.items()
                                              if k not in ("per_second", "memory_mb_by_second",
-                                                          "loop_blocked_ms_by_second")}))
+                                                          "loop_blocked_ms_by_second",
+                                                          "loop_cpu_runq_ms_by_second",
+                                                          "cpu_busy_pct_by_second")}))
             for problem in res["problems"]:
                 failed.append(f"{system} run {r}: {problem}")
                 log(f"{system} run {r}: {problem}")
@@ -443,10 +491,15 @@ def main(argv: list[str] | None = None) -> int:
                      " / ".join(f"{sum(x['loop_blocked_ms'])}" for x in res_of["runs"])
                      if "loop_blocked_ms" in m else None,
                      " / ".join(f"{x['loop_blocked_worst_second_ms']}" for x in res_of["runs"])
-                     if "loop_blocked_ms" in m else None])
+                     if "loop_blocked_ms" in m else None,
+                     " / ".join(_cores(x) for x in res_of["runs"]) if "loop_cpu_ms" in m else None,
+                     " / ".join(f"{x['cpu_busy_pct_median']:.0f}" for x in res_of["runs"]
+                                if x.get("cpu_busy_pct_median") is not None)])
     print_table(["system", "MB/s", "acked", "received", "lost", "p50 ms", "p99 ms", "p99.9 ms",
                  "max ms", "p99 of each run", "p99 spr", "loops in D ms (each run)",
-                 "worst s of a loop in D, ms (each run)"], rows)
+                 "worst s of a loop in D, ms (each run)",
+                 "loops ran / waited for a CPU, cores (each run)",
+                 "machine CPU busy %, median s (each run)"], rows)
     out.summary({"results": results, "failed": failed})
     write_json(a.json, {"benchmark": "latency", "args": vars(a), "machine": info,
                         "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "run_dir": str(out.dir),

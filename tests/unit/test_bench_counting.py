@@ -272,6 +272,30 @@ def test_the_loop_blocked_lines_are_cut_to_the_measured_window() -> None:
     assert w["loop_blocked_worst_second_ms"] == 30
     assert w["loop_blocked_waits"] == {"ext4_x": 3 + 4 + 5 + 6}
     assert loop_blocked_window(lines, [], 3.0, 4.0) == {}     # the mock: no broker pids
+    # Lines without run-queue figures (older samplers) count as zero.
+    assert w["loop_cpu_ms"] == [0, 0] and w["loop_runq_ms"] == [0, 0]
+
+
+def test_the_loops_cpu_and_run_queue_wait_are_cut_to_the_window_and_summed() -> None:
+    from bench.latency import _cores, loop_blocked_window
+    lines = [{"t": t, "blocked_ms": {"11": 0, "12": 0}, "waits": {},
+              "cpu_ms": {"11": 100.0 * t, "12": 50.0}, "runq_ms": {"11": 10.0, "12": 20.0 * t}}
+             for t in range(8)]
+    w = loop_blocked_window(lines, [11, 12], warmup=3.0, seconds=4.0)
+    # [s, ran 11, ran 12, waited 11, waited 12] for sampler seconds 3..6
+    assert w["loop_cpu_runq_ms_by_second"][0] == [0, 300.0, 50.0, 10.0, 60.0]
+    assert w["loop_cpu_ms"] == [1800.0, 200.0]        # 300+400+500+600; 4 x 50
+    assert w["loop_runq_ms"] == [40.0, 360.0]         # 4 x 10; 60+80+100+120
+    assert _cores(w) == "0.50/0.10"                   # 2,000 and 400 ms over 4 s
+
+
+def test_busy_share_of_the_machine_counts_idle_and_iowait_as_idle() -> None:
+    from bench.latency import busy_pct
+    # user, nice, system, idle, iowait, irq, softirq, steal
+    before = [100, 0, 50, 1000, 10, 0, 0, 0]
+    after = [160, 0, 70, 1100, 20, 5, 5, 0]
+    assert busy_pct(before, after) == 45.0            # 90 busy of 200 ticks
+    assert busy_pct(before, before) == 0.0
 
 
 def test_the_loop_sampler_stops_with_its_pids_and_counts_a_sleeping_loop_as_running(tmp_path):
@@ -286,3 +310,21 @@ def test_the_loop_sampler_stops_with_its_pids_and_counts_a_sleeping_loop_as_runn
     lines = loop_blocked.read(str(out))
     assert len(lines) >= 1
     assert all(x["blocked_ms"] == {str(child.pid): 0} for x in lines)  # asleep (S), not in D
+    assert all(x["cpu_ms"][str(child.pid)] < 100 for x in lines)      # asleep: hardly ran
+
+
+def test_the_loop_sampler_reads_how_long_a_busy_thread_ran(tmp_path):
+    import subprocess
+    import sys
+
+    from bench import loop_blocked
+    child = subprocess.Popen([sys.executable, "-c",
+                              "import time\nt = time.monotonic()\nwhile time.monotonic() - t < 1.6: pass"])
+    out = tmp_path / "busy.jsonl"
+    loop_blocked.sample(str(out), [child.pid], every_ms=5.0)
+    child.wait()
+    lines = loop_blocked.read(str(out))
+    # its first whole second on a CPU: ran + waited for a CPU is about a second
+    first = lines[0]
+    assert first["cpu_ms"][str(child.pid)] + first["runq_ms"][str(child.pid)] > 600
+    assert first["cpu_ms"][str(child.pid)] > 200
