@@ -310,7 +310,8 @@ def test_the_loop_sampler_stops_with_its_pids_and_counts_a_sleeping_loop_as_runn
     lines = loop_blocked.read(str(out))
     assert len(lines) >= 1
     assert all(x["blocked_ms"] == {str(child.pid): 0} for x in lines)  # asleep (S), not in D
-    assert all(x["cpu_ms"][str(child.pid)] < 100 for x in lines)      # asleep: hardly ran
+    # asleep: hardly ran (a second in which it exited has no figure for it)
+    assert all(x["cpu_ms"].get(str(child.pid), 0) < 100 for x in lines)
 
 
 def test_the_loop_sampler_reads_how_long_a_busy_thread_ran(tmp_path):
