@@ -78,30 +78,24 @@ def _asyncio_futures(n: int) -> list[Any]:
         loop.close()
 
 
-def _with_dict(n: int) -> list[Any]:
-    out = []
-    for i in range(n):
-        o = _WithDict()
-        o.a, o.b = None, i % PER_BATCH
-        out.append(o)
-    return out
-
-
-def _slotted(n: int) -> list[Any]:
-    out = []
-    for i in range(n):
-        o = _Slotted()
-        o.a, o.b = None, i % PER_BATCH
-        out.append(o)
-    return out
+def _plain(cls: type) -> Callable[[int], list[Any]]:
+    """n objects of `cls`, each with two attributes set."""
+    def make(n: int) -> list[Any]:
+        out = []
+        for i in range(n):
+            o = cls()
+            o.a, o.b = None, i % PER_BATCH
+            out.append(o)
+        return out
+    return make
 
 
 KINDS: list[tuple[str, Callable[[int], list[Any]]]] = [
     ("sync Producer future (RecordFuture, _rec tuple)", lambda n: _record_futures(n, "tuple")),
     ("RecordFuture with a small int for _rec", lambda n: _record_futures(n, "int")),
     ("asyncio.Future (AsyncProducer.send)", _asyncio_futures),
-    ("object with a __dict__, 2 attributes", _with_dict),
-    ("object with 2 __slots__, no __dict__", _slotted),
+    ("object with a __dict__, 2 attributes", _plain(_WithDict)),
+    ("object with 2 __slots__, no __dict__", _plain(_Slotted)),
 ]
 
 
