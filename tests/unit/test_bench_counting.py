@@ -303,7 +303,11 @@ def test_the_loop_sampler_stops_with_its_pids_and_counts_a_sleeping_loop_as_runn
     import sys
 
     from bench import loop_blocked
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.6)"])
+    # Sampled only once it is asleep: a starting interpreter reads its files from disk
+    # (state D) on a loaded machine, which is what the sampler is there to count.
+    child = subprocess.Popen([sys.executable, "-c", "import time; print('up', flush=True); time.sleep(1.6)"],
+                             stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None and child.stdout.readline() == "up\n"
     out = tmp_path / "blocked.jsonl"
     loop_blocked.sample(str(out), [child.pid], every_ms=5.0)   # returns once the child is gone
     child.wait()
