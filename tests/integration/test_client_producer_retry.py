@@ -58,6 +58,12 @@ class AnswerLosingProxy:
         self.ready.set()
         self.loop.run_forever()
         server.close()
+        # Its connections end here, on their own loop, not in the collector after it closed.
+        pending = asyncio.all_tasks(self.loop)
+        for t in pending:
+            t.cancel()
+        self.loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        self.loop.close()
 
     async def _serve(self, c_reader, c_writer) -> None:
         b_reader, b_writer = await asyncio.open_connection("127.0.0.1", self.broker_port)
