@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
 import random
 import socket
 import ssl
@@ -66,6 +67,9 @@ _API_VERSIONS = lookup_api("ApiVersions")
 _SASL_HANDSHAKE = lookup_api("SaslHandshake")
 _SASL_AUTHENTICATE = lookup_api("SaslAuthenticate")
 _CLOSE_GRACE = 5.0  # seconds a graceful close waits for buffered bytes to leave
+# A deadline this close when its timer fires is due (the loop runs a timer up to its clock
+# resolution early).
+_DEADLINE_SLACK = 0.001
 
 
 def _resolve(api: str | int | Api) -> Api:
@@ -122,6 +126,11 @@ class BrokerConnection:
         self._codec = ClientProtocol(client_id, max_frame_size=max_frame_size)
         self._protocol = _Protocol(self)
         self._futures: dict[int, asyncio.Future[Struct]] = {}
+        # (deadline, sequence, future, api name, version, timeout) of requests awaiting an
+        # answer within a timeout, a heap; one timer at its head's deadline (_watch)
+        self._deadlines: list[tuple[float, int, asyncio.Future[Struct], str, int, float]] = []
+        self._deadline_seq = 0
+        self._deadline_timer: asyncio.TimerHandle | None = None
         self._close_error: KafkaConnectionError | None = None
         self._broker_versions: dict[int, tuple[int, int]] = {}
         self.api_versions_version = -1  # the ApiVersions version the broker answered
@@ -321,6 +330,19 @@ class BrokerConnection:
         `request_timeout`. On timeout the connection is closed (see the module docstring)
         and KafkaTimeoutError is raised; on connection loss KafkaConnectionError.
         """
+        fut = self.request_nowait(api_name, body, version, timeout)
+        if self._protocol.writing_paused:
+            with contextlib.suppress(KafkaConnectionError):
+                await self._drain()  # a failed write aborts the connection, failing fut
+        return await fut
+
+    def request_nowait(self, api_name: str | int | Api, body: Any, version: int | None = None,
+                       timeout: float | None = None) -> "asyncio.Future[Struct]":
+        """request() for a caller that takes the answer from a future (a done callback)
+        instead of a task of its own per request: the frame is written now, and the future
+        fails as request() raises (KafkaTimeoutError, KafkaConnectionError). It does not
+        wait while the transport's buffer is above its high-water mark: the caller bounds
+        what it has in flight (a producer's max.in.flight.requests.per.connection)."""
         a = _resolve(api_name)
         if version is None:
             version = self.version_for(a)
@@ -330,22 +352,48 @@ class BrokerConnection:
         assert fut is not None
         if timeout is None:
             timeout = self.request_timeout
-        cm = asyncio.timeout(timeout)
-        try:
-            async with cm:
-                with contextlib.suppress(KafkaConnectionError):
-                    await self._drain()  # a failed write aborts the connection, failing fut
-                return await fut
-        except TimeoutError:
-            if not cm.expired():
-                raise
-            if fut.done() and not fut.cancelled() and fut.exception() is None:
-                return fut.result()  # answered in the same loop iteration the timer fired
+        if timeout is not None:
+            self._watch(fut, timeout, a.name, version)
+        return fut
+
+    def _watch(self, fut: "asyncio.Future[Struct]", timeout: float, name: str,
+               version: int) -> None:
+        """Fail `fut` with KafkaTimeoutError and close the connection if no answer comes
+        within `timeout` seconds. One timer per connection, at the earliest deadline,
+        instead of a timeout context (a timer handle in the loop's heap, compared in
+        Python) per request: a producer's sender sends thousands of requests a second."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        self._deadline_seq += 1
+        heapq.heappush(self._deadlines, (deadline, self._deadline_seq, fut, name, version,
+                                         timeout))
+        if self._deadline_timer is None or deadline < self._deadline_timer.when():
+            if self._deadline_timer is not None:
+                self._deadline_timer.cancel()
+            self._deadline_timer = loop.call_at(deadline, self._expire)
+
+    def _expire(self) -> None:
+        """The deadline timer fired: drop what was answered, time out what is due, and
+        wait for the next deadline."""
+        self._deadline_timer = None
+        heap = self._deadlines
+        loop = asyncio.get_running_loop()
+        while heap:
+            deadline, _, fut, name, version, timeout = heap[0]
+            if fut.done():
+                heapq.heappop(heap)
+                continue
+            if deadline > loop.time() + _DEADLINE_SLACK:
+                self._deadline_timer = loop.call_at(deadline, self._expire)
+                return
+            heapq.heappop(heap)
+            fut.set_exception(KafkaTimeoutError(
+                f"{name} v{version} to {self.address}: no response after {timeout}s; "
+                f"connection closed"))
             self._abort(KafkaConnectionError(
-                f"connection to {self.address} closed: a {a.name} request timed out after "
+                f"connection to {self.address} closed: a {name} request timed out after "
                 f"{timeout}s, so later responses could not be matched"))
-            raise KafkaTimeoutError(f"{a.name} v{version} to {self.address}: no response "
-                                    f"after {timeout}s; connection closed") from None
+            return
 
     async def send(self, api_name: str | int | Api, body: Any, version: int | None = None) -> None:
         """Send a request the broker does not answer (Produce with acks=0)."""
@@ -407,6 +455,11 @@ class BrokerConnection:
             fut = futures.pop(cid, None)
             if fut is not None and not fut.done():  # done: its caller was cancelled
                 fut.set_result(body)
+        # Answered requests leave the deadline heap as they reach its head (answers come
+        # in order), so that it does not keep their responses until the timer fires.
+        heap = self._deadlines
+        while heap and heap[0][2].done():
+            heapq.heappop(heap)
 
     # ------------------------------------------------------------------ closing
 
@@ -416,6 +469,10 @@ class BrokerConnection:
             return
         self._close_error = error
         futures, self._futures = self._futures, {}
+        self._deadlines = []
+        if self._deadline_timer is not None:
+            self._deadline_timer.cancel()
+            self._deadline_timer = None
         for fut in futures.values():
             if not fut.done():
                 err = KafkaConnectionError(str(error))
