@@ -49,6 +49,7 @@ runs one on a thread of its own).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import operator
 import random
@@ -69,6 +70,7 @@ from .client import KafkaClient
 from .connection import BrokerConnection
 from .errors import KafkaConnectionError, KafkaTimeoutError
 from .transactions import ProducerTransactions, TransactionManager, fenced, is_fatal
+from .wakeup import Wakeup
 
 __all__ = ["AsyncProducer"]
 
@@ -219,13 +221,14 @@ class AsyncProducer(ProducerTransactions):
         self._backoff = cfg.ms("retry.backoff.ms")
         self._backoff_max = max(self._backoff, cfg.ms("retry.backoff.max.ms"))
         self._request_timeout = cfg.ms("request.timeout.ms")
-        self._wake = asyncio.Event()
+        self._wake = Wakeup()        # the sender's: work may be waiting
         self._space = asyncio.Event()
         # Called (on the loop) whenever a batch gives its buffer memory back: the sync
         # Producer's callers wait for memory in their own threads.
         self.on_memory_freed: Callable[[], None] | None = None
         self._node_in_flight: dict[int, int] = {}
-        self._requests: set[asyncio.Task[None]] = set()
+        # produce requests in flight: answers' futures (acks=0: tasks)
+        self._requests: set[asyncio.Future[Any]] = set()
         self._connecting: dict[int, asyncio.Task[None]] = {}
         self._sender: asyncio.Task[None] | None = None
         self._need_bump = False
@@ -721,18 +724,13 @@ class AsyncProducer(ProducerTransactions):
                     drained = acc.drain(self._leader_of, conns, self._max_request_size, now)
                     for node, batches in drained.items():
                         self._node_in_flight[node] = self._node_in_flight.get(node, 0) + 1
-                        task = loop.create_task(self._produce(node, conns[node], batches))
-                        self._requests.add(task)
-                        task.add_done_callback(self._requests.discard)
+                        self._produce(node, conns[node], batches)
                     if drained:
                         continue
             if self._connecting:
                 # Waiting for a connection: still look at delivery timeouts now and then.
                 delay = self._backoff if delay is None else min(delay, self._backoff)
-            try:
-                await asyncio.wait_for(self._wake.wait(), delay)
-            except TimeoutError:
-                pass
+            await self._wake.wait(delay)
 
     def _connect_soon(self, node: int) -> None:
         """Open a connection to `node` in the background (the pool paces failed attempts)
@@ -798,11 +796,11 @@ class AsyncProducer(ProducerTransactions):
             return min(conn.version_for("Produce"), 11)
         return None
 
-    async def _produce(self, node: int, conn: BrokerConnection,
-                       batches: list[ProducerBatch]) -> None:
-        """One ProduceRequest to `node` on `conn` and the handling of its answer. The
-        request is written before this coroutine's first await: tasks started in drain
-        order write in drain order."""
+    def _produce(self, node: int, conn: BrokerConnection, batches: list[ProducerBatch]) -> None:
+        """One ProduceRequest to `node` on `conn`, written now (in drain order); its answer
+        is handled by a done callback of the request's future (`_produced`), not by a task
+        per request: a task's creation and its extra step were a measurable share of the
+        sender's Python per request."""
         topics: dict[str, list[dict[str, Any]]] = {}
         by_tp: dict[tuple[str, int], ProducerBatch] = {}
         for b in batches:
@@ -814,31 +812,73 @@ class AsyncProducer(ProducerTransactions):
         body = {"transactional_id": self._txn.tid if self._txn else None, "acks": self._acks,
                 "timeout_ms": int(self._request_timeout * 1000),
                 "topic_data": [{"name": t, "partition_data": pd} for t, pd in topics.items()]}
+        if self._acks == 0:
+            task = asyncio.get_running_loop().create_task(
+                self._produce_unacknowledged(node, conn, batches, by_tp, body))
+            self._requests.add(task)
+            task.add_done_callback(self._requests.discard)
+            return
         try:
-            try:
-                if self._acks == 0:
-                    await conn.send("Produce", body)
-                    for b in batches:
-                        self._finish(b, base_offset=-1, log_append_time=-1)
-                    return
-                resp = await conn.request("Produce", body, version=self._produce_version(conn),
-                                          timeout=self._request_timeout)
-            except (KafkaConnectionError, KafkaTimeoutError) as e:
+            fut = conn.request_nowait("Produce", body, version=self._produce_version(conn),
+                                      timeout=self._request_timeout)
+        except Exception as e:
+            self._produced(node, batches, by_tp, None, e)
+            return
+        self._requests.add(fut)
+        fut.add_done_callback(functools.partial(self._answered, node, batches, by_tp))
+
+    def _answered(self, node: int, batches: list[ProducerBatch],
+                  by_tp: dict[tuple[str, int], ProducerBatch],
+                  fut: "asyncio.Future[Struct]") -> None:
+        self._requests.discard(fut)
+        if fut.cancelled():         # close(): what is still open fails there
+            self._request_ended(node)
+            return
+        error = fut.exception()
+        self._produced(node, batches, by_tp, None if error is not None else fut.result(),
+                       error)
+
+    async def _produce_unacknowledged(self, node: int, conn: BrokerConnection,
+                                      batches: list[ProducerBatch],
+                                      by_tp: dict[tuple[str, int], ProducerBatch],
+                                      body: dict[str, Any]) -> None:
+        """acks=0: written, and done once the bytes are on their way."""
+        error: BaseException | None = None
+        try:
+            await conn.send("Produce", body)
+        except asyncio.CancelledError:
+            self._request_ended(node)
+            raise
+        except Exception as e:
+            error = e
+        self._produced(node, batches, by_tp, None, error)
+
+    def _produced(self, node: int, batches: list[ProducerBatch],
+                  by_tp: dict[tuple[str, int], ProducerBatch], resp: Struct | None,
+                  error: BaseException | None) -> None:
+        """A produce request ended: its answer (`resp`; None with acks=0), or the error
+        that ended it."""
+        try:
+            if isinstance(error, (KafkaConnectionError, KafkaTimeoutError)):
                 self._client.metadata.request_update()
                 for b in batches:
-                    self._retry_or_fail(b, e)
-                return
-            except KafkaError as e:     # UNSUPPORTED_VERSION and the like
+                    self._retry_or_fail(b, error)
+            elif isinstance(error, KafkaError):     # UNSUPPORTED_VERSION and the like
                 for b in batches:
-                    self._finish(b, error=e)
-                return
-            for t in resp.responses:
-                for p in t.partition_responses:
-                    key = (t.name, p.index)
-                    if key in by_tp:
-                        self._handle(by_tp.pop(key), p)
-            for b in by_tp.values():    # the broker did not answer for it: treat as lost
-                self._retry_or_fail(b, KafkaConnectionError(f"no answer for {b.tp}"))
+                    self._finish(b, error=error)
+            elif error is not None:
+                raise error
+            elif resp is None:
+                for b in batches:
+                    self._finish(b, base_offset=-1, log_append_time=-1)
+            else:
+                for t in resp.responses:
+                    for p in t.partition_responses:
+                        key = (t.name, p.index)
+                        if key in by_tp:
+                            self._handle(by_tp.pop(key), p)
+                for b in by_tp.values():    # the broker did not answer for it: treat as lost
+                    self._retry_or_fail(b, KafkaConnectionError(f"no answer for {b.tp}"))
         except Exception as e:
             # A bug or an answer we cannot read: fail the batches still open instead of
             # leaving them in flight forever (flush() and close() would never return).
@@ -847,8 +887,11 @@ class AsyncProducer(ProducerTransactions):
                 if not b.done:
                     self._finish(b, error=e)
         finally:
-            self._node_in_flight[node] -= 1
-            self._wake.set()
+            self._request_ended(node)
+
+    def _request_ended(self, node: int) -> None:
+        self._node_in_flight[node] -= 1
+        self._wake.set()
 
     def _handle(self, b: ProducerBatch, p: Struct) -> None:
         code = p.error_code

@@ -54,7 +54,7 @@ def test_nothing_is_drained_for_a_broker_until_its_connection_is_open():
         class OpenConnection:
             closed = False
 
-            async def request(self, api, body, version=None, timeout=None):
+            def request_nowait(self, api, body, version=None, timeout=None):
                 for t in body["topic_data"]:
                     for pd in t["partition_data"]:
                         written.append((t["name"], pd["index"]))
