@@ -16,8 +16,9 @@ future resolves with the record's RecordMetadata or fails with the delivery erro
 one partition are delivered in `send` order.
 
 One sender task drains ready batches grouped by partition leader into one ProduceRequest
-per broker (at most `max.in.flight.requests.per.connection` unanswered per broker) and
-handles the answers: success resolves the batch's futures (offset = base offset + the
+per broker (at most `max.in.flight.requests.per.connection` unanswered per broker),
+writes it at once and handles its answer in a done callback of the request's future (no
+task per request): success resolves the batch's futures (offset = base offset + the
 record's offset delta; timestamp = LogAppendTime if the broker set it, else the create
 time); leader errors and lost connections request a metadata update and retry the batch
 with a backoff growing from `retry.backoff.ms` to `retry.backoff.max.ms`, within
