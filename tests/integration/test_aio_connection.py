@@ -259,40 +259,40 @@ def test_request_timeout_closes_the_connection(broker):
 
 @pytest.mark.alone
 def test_a_shorter_timeout_behind_a_longer_one_fires_on_time(broker):
-    """The connection watches its requests' deadlines with one timer at the earliest: a
-    request with a short timeout sent behind one with a long timeout re-arms it."""
+    """request_nowait's deadlines are watched by one timer at the earliest: a request with
+    a short timeout sent behind one with a long timeout re-arms it. The timed-out request
+    fails with KafkaTimeoutError, closing the connection as request() does."""
     async def main() -> None:
         conn = await BrokerConnection.connect(HOST, broker.port, request_timeout=30.0)
         await create_topic(conn, "short-behind-long")
         md = await conn.request("Metadata", {"topics": [{"name": "short-behind-long"}]})
         topic_id = md.topics[0].topic_id
-        long_poll = asyncio.create_task(conn.request(
-            "Fetch", fetch_body(topic_id, max_wait_ms=3000), timeout=20))
-        await asyncio.sleep(0)
+        long_poll = conn.request_nowait("Fetch", fetch_body(topic_id, max_wait_ms=3000),
+                                        timeout=20)
         t0 = time.monotonic()
         with pytest.raises(KafkaTimeoutError):
-            await conn.request("Metadata", {"topics": None}, timeout=0.3)
+            await conn.request_nowait("Metadata", {"topics": None}, timeout=0.3)
         assert 0.25 < time.monotonic() - t0 < 1.5
         with pytest.raises(KafkaConnectionError):
             await long_poll
-        assert conn.closed
+        assert conn.closed and "timed out" in str(conn.close_reason)
         await conn.close()
     run(main())
 
 
 def test_answered_requests_leave_no_deadline_and_one_timer_behind(broker):
-    """Thousands of requests a second (a producer's) must not leave a timer each in the
-    loop, nor keep their answers until a timeout would have fired."""
+    """Thousands of requests a second (a producer's, through request_nowait) must not
+    leave a timer each in the loop, nor keep their answers until a timeout would have
+    fired."""
     async def main() -> None:
         loop = asyncio.get_running_loop()
         async with await BrokerConnection.connect(HOST, broker.port) as conn:
             before = sum(1 for h in loop._scheduled if not h.cancelled())
-            tasks = [asyncio.create_task(conn.request("Metadata", {"topics": None}))
-                     for _ in range(300)]
-            await asyncio.sleep(0)
+            futures = [conn.request_nowait("Metadata", {"topics": None}) for _ in range(300)]
             assert conn.in_flight == 300
             assert sum(1 for h in loop._scheduled if not h.cancelled()) <= before + 1
-            await asyncio.gather(*tasks)
+            answers = await asyncio.gather(*futures)
+            assert all(a.brokers for a in answers)
             assert conn._deadlines == []
             assert sum(1 for h in loop._scheduled if not h.cancelled()) <= before + 1
     run(main())
