@@ -330,13 +330,7 @@ class BrokerConnection:
         `request_timeout`. On timeout the connection is closed (see the module docstring)
         and KafkaTimeoutError is raised; on connection loss KafkaConnectionError.
         """
-        a = _resolve(api_name)
-        if version is None:
-            version = self.version_for(a)
-        if not expects_response(a, body):
-            raise ValueError(f"{a.name} with acks=0 gets no response; use send()")
-        fut = self._write_frame(a, body, version, True)
-        assert fut is not None
+        a, version, fut = self._write_request(api_name, body, version)
         if timeout is None:
             timeout = self.request_timeout
         cm = asyncio.timeout(timeout)
@@ -365,9 +359,19 @@ class BrokerConnection:
         connection's one deadline timer (_watch), not by a timeout context of its own. It
         does not wait while the transport's buffer is above its high-water mark: the caller
         bounds what it has in flight (a producer's max.in.flight.requests.per.connection).
-        (request() keeps its timeout context: with it on the deadline timer, a 3-broker
-        cluster's replica fetchers measured a higher p99 in 8 of 8 interleaved runs, for no
-        reason found; docs/PERFORMANCE.md.)"""
+        (request() keeps its timeout context: with it on the deadline timer too, a 3-broker
+        cluster, whose replica fetchers call request(), measured a higher p99 in
+        interleaved runs, for no reason found; docs/PERFORMANCE.md.)"""
+        a, version, fut = self._write_request(api_name, body, version)
+        if timeout is None:
+            timeout = self.request_timeout
+        if timeout is not None:
+            self._watch(fut, timeout, a.name, version)
+        return fut
+
+    def _write_request(self, api_name: str | int | Api, body: Any,
+                       version: int | None) -> tuple[Api, int, "asyncio.Future[Struct]"]:
+        """Write a request that gets an answer: its API, version and answer's future."""
         a = _resolve(api_name)
         if version is None:
             version = self.version_for(a)
@@ -375,11 +379,7 @@ class BrokerConnection:
             raise ValueError(f"{a.name} with acks=0 gets no response; use send()")
         fut = self._write_frame(a, body, version, True)
         assert fut is not None
-        if timeout is None:
-            timeout = self.request_timeout
-        if timeout is not None:
-            self._watch(fut, timeout, a.name, version)
-        return fut
+        return a, version, fut
 
     def _watch(self, fut: "asyncio.Future[Struct]", timeout: float, name: str,
                version: int) -> None:
