@@ -18,11 +18,6 @@ class WriteFlowControl:
     def __init__(self) -> None:
         self._drain_waiters: list[asyncio.Future[None]] = []
 
-    @property
-    def writing_paused(self) -> bool:
-        """The transport's buffer is above its high-water mark: wait_writable() would wait."""
-        return self._write_paused
-
     def pause_writing(self) -> None:
         self._write_paused = True
 
