@@ -17,6 +17,13 @@ medians to summary.json there. A produce run lasts --seconds then flushes and co
 acknowledged records (a delivery error fails the whole invocation, exit status 1); the
 consume run reads that run's records back from the page cache, timed from its first batch.
 The producer and consumer run in this process on the same 2 cores as the brokers.
+
+--profile-brokers records the brokers with `perf record` during each produce run and prints,
+per cell, the medians of where their CPU went (bench/broker_profile.py: the log's writes
+into the page cache, the copy into its pages, page faults, socket receive, the
+interpreter); each run's file carries its shares and the perf report's text sits beside it
+(`*.perf.txt`). The mock cluster's brokers are threads of this process: its profile holds
+the producer too.
 """
 from __future__ import annotations
 
@@ -28,6 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.broker_profile import BrokerProfile, perf_available  # noqa: E402
 from bench._common import (MockCluster, PageCacheFill, Results, StromBroker,  # noqa: E402
                            StromCluster, add_results_args, consume_run, loadavg, log,
                            loopback_ceiling, machine, median_of_runs, page_cache_append_ceiling,
@@ -66,9 +74,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                     help="full: before every produce run, fill free memory with clean page cache "
                          "(PageCacheFill), the state of a host that has been running for a while; "
                          "needs free disk of about the RAM size plus 16 GiB")
+    ap.add_argument("--profile-brokers", action="store_true",
+                    help="perf record the brokers during each produce run (needs perf): where "
+                         "their CPU went, per run (bench/broker_profile.py; the mock's profile "
+                         "is this process's, the producer included)")
     ap.add_argument("--json", help="also write the summary (every run and the medians) to this file")
     add_results_args(ap)
     a = ap.parse_args(argv)
+    if a.profile_brokers and not perf_available():
+        ap.error("--profile-brokers needs perf (Debian: linux-perf)")
     if a.quick:
         a.repeats = 1
         a.seconds = 2.0
@@ -136,9 +150,17 @@ def run_system(system: str, a: argparse.Namespace, wd: Path, out: Results,
                 sut.create_topic(topic, parts, rf)
                 filled = fill.top_up() if fill else None
                 load = loadavg()
-                pr = produce_run(sut.bootstrap, topic, parts, size, comp, acks, a.seconds,
-                                 a.max_records, sut.pids(), spread=a.spread,
-                                 every_report=a.every_report)
+                run_name = f"{system}-{size}B-p{parts}-{comp}-run{r}"
+                if a.profile_brokers:
+                    with BrokerProfile(sut.pids(), (out.dir or wd) / f"{run_name}.perf.data") as prof:
+                        pr = produce_run(sut.bootstrap, topic, parts, size, comp, acks, a.seconds,
+                                         a.max_records, sut.pids(), spread=a.spread,
+                                         every_report=a.every_report)
+                    pr["broker_profile"] = prof.summary()
+                else:
+                    pr = produce_run(sut.bootstrap, topic, parts, size, comp, acks, a.seconds,
+                                     a.max_records, sut.pids(), spread=a.spread,
+                                     every_report=a.every_report)
                 if system.startswith("mock"):
                     cr, fr = mock_consume(sut, topic, size, comp, a)
                 else:
@@ -157,7 +179,7 @@ def run_system(system: str, a: argparse.Namespace, wd: Path, out: Results,
                 log(f"{system} {size}B p={parts} {comp} run {r}: produce {pr['records_per_s']:,.0f} rec/s "
                     f"{pr['mb_per_s']:.1f} MB/s ({pr['records']:,} acknowledged); consume "
                     f"{cons_rate} rec/s; raw fetch {fetch_rate} rec/s (load {load:.2f})")
-                out.run(f"{system}-{size}B-p{parts}-{comp}-run{r}",
+                out.run(run_name,
                         {"system": system, "record_size": size, "partitions": parts,
                          "compression": comp, "acks": acks, "replication_factor": rf,
                          "repeat": r, "produce": pr, "consume": cr, "fetch": fr})
@@ -181,6 +203,11 @@ def _cpu_ms_per_mb(r: dict) -> float | None:
     it with the page-cache append ceiling's CPU per MB, the part no broker can avoid."""
     vals = [x["server_cpu_s"] * 1000 / (x["records"] * r["record_size"] / 1e6)
             for x in r.get("produce_runs", []) if x.get("records")]
+    return statistics.median(vals) if vals else None
+
+
+def _profile_median(r: dict, key: str) -> float | None:
+    vals = [p["broker_profile"][key] for p in r["produce_runs"] if "broker_profile" in p]
     return statistics.median(vals) if vals else None
 
 
@@ -273,6 +300,23 @@ def main(argv: list[str] | None = None) -> int:
         print()
         print_table(["ceiling", "size", "parts", "codec", "prod rec/s", "prod MB/s",
                      "cons rec/s", "cons MB/s", "fetch rec/s", "fetch MB/s"], mocks)
+    profiled = [r for r in results if any("broker_profile" in p for p in r["produce_runs"])]
+    if profiled:
+        print()
+        print("where the brokers' CPU went during the produce runs (perf, % of their samples, "
+              "median of the runs; log write: under generic_perform_write, page copy: the copy "
+              "into page-cache pages, part of it; faults: page-fault handling; the mock's "
+              "process holds the producer too)")
+        print_table(["system", "size", "parts", "codec", "prod MB/s", "CPU s", "log write %",
+                     "page copy %", "faults %", "sock recv %", "sock send %", "python %",
+                     "kernel %"],
+                    [[r["system"], r["record_size"], r["partitions"], r["compression"],
+                      _mb(r["produce"]["median"], r["record_size"])]
+                     + [_profile_median(r, k) for k in ("cpu_s", "log_write_pct", "page_copy_pct",
+                                                        "page_fault_pct",
+                                                        "socket_receive_pct", "socket_send_pct",
+                                                        "python_pct", "kernel_pct")]
+                     for r in profiled])
     summary = {"ceilings": ceilings, "results": results}
     out.summary(summary)
     write_json(a.json, {"benchmark": "produce_consume", "args": vars(a), "machine": info,
