@@ -40,10 +40,35 @@ def _fetch(partition_max_bytes: int) -> dict:
             "forgotten_topics_data": [], "rack_id": ""}
 
 
+def _batch(record_size: int, count: int) -> bytes:
+    """One v2 batch of `count` records of `record_size` bytes, as a producer sends it."""
+    from clients.protocol.record_writer import BatchWriter
+    writer = BatchWriter()
+    for i in range(count):
+        writer.append(1_700_000_000_000 + i, None, bytes([65 + i % 26]) * record_size)
+    return writer.finish()
+
+
+def _produce(partition: int, records: bytes) -> dict:
+    return {"transactional_id": None, "acks": 1, "timeout_ms": 30000,
+            "topic_data": [{"name": "t", "partition_data": [{"index": partition,
+                                                             "records": records}]}]}
+
+
+def _fetch_one(partition: int, max_bytes: int) -> dict:
+    body = _fetch(max_bytes)
+    body["topics"][0]["partitions"] = [p for p in body["topics"][0]["partitions"]
+                                       if p["partition"] == partition]
+    return body
+
+
+# Produce goes before the fetch with data: partition 0 then holds 15 records of 1 KiB.
 KINDS: list[tuple[str, str, dict, int]] = [
     ("ApiVersions", "ApiVersions", {"client_software_name": "x", "client_software_version": "1"}, 3),
     ("Metadata, 1 topic", "Metadata", {"topics": [{"name": "t"}]}, 9),
     (f"Fetch, {PARTITIONS} empty partitions", "Fetch", _fetch(65536), 12),
+    ("Produce, acks=1, 15 records of 1 KiB", "Produce", _produce(0, _batch(1024, 15)), 9),
+    ("Fetch, 1 partition, 16 KiB", "Fetch", _fetch_one(0, 16384), 12),
 ]
 
 
