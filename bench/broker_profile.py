@@ -104,7 +104,7 @@ class BrokerProfile:
         self.pids = pids
         self.data_file = data_file
         self._proc: subprocess.Popen[bytes] | None = None
-        self.samples = 0
+        self.errors: list[str] = []
 
     def __enter__(self) -> "BrokerProfile":
         self._proc = subprocess.Popen(
@@ -129,9 +129,14 @@ class BrokerProfile:
             proc.wait()
 
     def _report(self, *args: str) -> str:
-        return subprocess.run(["perf", "report", "-i", str(self.data_file), "--stdio",
-                               "-g", "none", *args], capture_output=True, text=True,
-                              check=True).stdout
+        """The report's text; empty, with the reason kept, when perf cannot make it (no
+        samples, say): a run's throughput must not be lost to its profile."""
+        r = subprocess.run(["perf", "report", "-i", str(self.data_file), "--stdio",
+                            "-g", "none", *args], capture_output=True, text=True)
+        if r.returncode != 0:
+            self.errors.append(r.stderr.strip()[-300:])
+            return ""
+        return r.stdout
 
     def summary(self) -> dict[str, Any]:
         """The shares, the sample count, and the two reports' text (kept beside the run's
@@ -140,6 +145,8 @@ class BrokerProfile:
         by_dso = self._report("--no-children", "--sort", "dso")
         out = summarize(by_symbol, by_dso)
         out["samples"], out["cpu_s"] = report_totals(by_dso)
+        if self.errors:
+            out["report_errors"] = self.errors
         text_file = self.data_file.with_suffix(".txt")
         text_file.write_text(by_dso + "\n" + by_symbol)
         out["report"] = text_file.name

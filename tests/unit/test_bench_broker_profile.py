@@ -80,6 +80,15 @@ def test_missing_symbols_read_as_zero():
     assert s["top_self"] == []
 
 
+def test_a_recording_perf_cannot_report_gives_zeros_and_the_reason(tmp_path):
+    if not perf_available():
+        pytest.skip("perf is not installed")
+    prof = BrokerProfile([1], tmp_path / "missing.perf.data")    # never recorded
+    s = prof.summary()
+    assert s["samples"] == 0 and s["log_write_pct"] == 0
+    assert s["report_errors"] and (tmp_path / "missing.perf.txt").exists()
+
+
 _WRITER = ("import os, time\n"
            "f = os.open(os.environ['OUT'], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)\n"
            "block = b'x' * 65536\n"
