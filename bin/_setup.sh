@@ -143,7 +143,9 @@ strom_apt_install() {
 
 strom_setup_containers() {
     local pkgs=() i
-    command -v docker >/dev/null 2>&1 || pkgs+=(docker.io)
+    # dockerd, not docker: some machines carry the docker client alone (/usr/local/bin/docker),
+    # and that answers `command -v docker` without an engine to talk to.
+    command -v dockerd >/dev/null 2>&1 || pkgs+=(docker.io)
     command -v debootstrap >/dev/null 2>&1 || pkgs+=(debootstrap)
     command -v iptables >/dev/null 2>&1 || pkgs+=(iptables)
     command -v ip >/dev/null 2>&1 || pkgs+=(iproute2)
