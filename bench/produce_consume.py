@@ -28,6 +28,7 @@ the producer too.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
 import time
@@ -151,16 +152,14 @@ def run_system(system: str, a: argparse.Namespace, wd: Path, out: Results,
                 filled = fill.top_up() if fill else None
                 load = loadavg()
                 run_name = f"{system}-{size}B-p{parts}-{comp}-run{r}"
-                if a.profile_brokers:
-                    with BrokerProfile(sut.pids(), (out.dir or wd) / f"{run_name}.perf.data") as prof:
-                        pr = produce_run(sut.bootstrap, topic, parts, size, comp, acks, a.seconds,
-                                         a.max_records, sut.pids(), spread=a.spread,
-                                         every_report=a.every_report)
-                    pr["broker_profile"] = prof.summary()
-                else:
+                prof = (BrokerProfile(sut.pids(), (out.dir or wd) / f"{run_name}.perf.data")
+                        if a.profile_brokers else None)
+                with prof or contextlib.nullcontext():
                     pr = produce_run(sut.bootstrap, topic, parts, size, comp, acks, a.seconds,
                                      a.max_records, sut.pids(), spread=a.spread,
                                      every_report=a.every_report)
+                if prof:
+                    pr["broker_profile"] = prof.summary()
                 if system.startswith("mock"):
                     cr, fr = mock_consume(sut, topic, size, comp, a)
                 else:
