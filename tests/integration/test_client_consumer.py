@@ -281,8 +281,8 @@ def test_consumer_uses_fetch_sessions_and_survives_losing_them(broker_factory):
 
     from clients.aio.consumer import AsyncConsumer
     from tests.support.broker_process import free_port
-    port = free_port()
-    b = broker_factory({"metrics.port": str(port)})
+    b = broker_factory({"metrics.port": str(free_port())})
+    port = b.metrics_port           # where it listens (it moves if another process took it)
     create_topic(b.bootstrap, "sess", 40)
 
     def sessions_on_broker() -> float:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess, free_port, listens_on
 from tests.support.cluster import Cluster
 from tests.support.wire import WireClient
 from tests.support.zk_process import zookeeper_available
@@ -50,6 +50,24 @@ def test_a_broker_whose_port_was_taken_starts_on_another(tmp_path, listen):
             assert [(x.node_id, x.port) for x in md.brokers] == [(0, b.port)]   # advertised moved too
             config = b.config_path.read_text()
             assert f"listeners=PLAINTEXT://127.0.0.1:{b.port}\n" in config and str(taken) not in config
+            assert "address already in use" in b.output().lower()
+        finally:
+            b.stop()
+
+
+def test_a_broker_whose_metrics_port_was_taken_moves_it(tmp_path):
+    """metrics.port is bound right after the listeners (seen in CI: a cluster's broker exited
+    on "Address already in use" for the metrics port its test had picked). Lost to another
+    process before the broker first listens, it moves as the listener's port does, and
+    `metrics_port` says where."""
+    taken = free_port()
+    b = BrokerProcess(tmp_path / "b", overrides={"metrics.port": str(taken)})
+    with occupy(taken, listen=False):
+        try:
+            b.start()
+            assert b.metrics_port != taken
+            assert b.proc is not None and listens_on(b.proc.pid, b.metrics_port)
+            assert f"metrics.port={b.metrics_port}\n" in b.config_path.read_text()
             assert "address already in use" in b.output().lower()
         finally:
             b.stop()

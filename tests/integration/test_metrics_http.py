@@ -33,9 +33,7 @@ def fetch(port: int, path: str = "/metrics", **headers: str):
 @pytest.fixture
 def mbroker(broker_factory):
     port = free_port()
-    b = broker_factory({"metrics.port": str(port)})
-    b.metrics_port = port
-    return b
+    return broker_factory({"metrics.port": str(port)})    # b.metrics_port: where it listens
 
 
 def _traffic(b) -> None:

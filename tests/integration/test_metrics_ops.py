@@ -44,8 +44,9 @@ def start_cluster(workdir, broker_overrides: dict[int, dict[str, str]] | None = 
     c = Cluster(workdir, brokers=3, replica_lag_time_max_ms=LAG_MS,
                 broker_overrides={i: {"metrics.port": str(ports[i]), **(broker_overrides or {}).get(i, {})}
                                   for i in range(3)})
-    c.metrics_ports = ports
     c.start()
+    # Where they listen: a broker that lost a port to another process moved (BrokerProcess.start).
+    c.metrics_ports = ports = [b.metrics_port for b in c.brokers]
     try:
         c.wait_until(lambda: all(_answers(p) for p in ports), timeout=10)
     except BaseException:

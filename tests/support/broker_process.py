@@ -164,6 +164,12 @@ class BrokerProcess:
         self.host = "127.0.0.1"
         self.command_prefix: list[str] = []
 
+    @property
+    def metrics_port(self) -> int:
+        """The port of its metrics HTTP server (0: none), from `props`: it may move before
+        the broker first listens, as `port` may (start)."""
+        return int(self.props.get("metrics.port", "0") or 0)
+
     def write_config(self) -> None:
         """server.properties from `props`, "{port}" in a value replaced by `port`."""
         self.config_path.write_text("".join(f"{k}={v.replace('{port}', str(self.port))}\n"
@@ -181,7 +187,8 @@ class BrokerProcess:
         already in use" in a test's set-up). A broker that loses that race is started again, a
         few times at most: on a new port if it never listened, as nothing knows its port yet
         (a cluster's brokers register in ZooKeeper only after listening); on the same port after
-        a short wait if it did (a restart), as its port is part of its identity."""
+        a short wait if it did (a restart), as its port is part of its identity. The same holds
+        for its metrics port (metrics.port), which it binds right after its listeners."""
         attempt = 1
         while True:
             log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
@@ -196,6 +203,8 @@ class BrokerProcess:
                     time.sleep(0.5 * attempt)
                 else:
                     self.port = free_port()
+                    if self.metrics_port:
+                        self.props["metrics.port"] = str(free_port())
                     self.write_config()
                 attempt += 1
                 continue
@@ -220,7 +229,8 @@ class BrokerProcess:
         # This process's own listener: the one that took the port first may listen on it too.
         assert self.proc is not None
         deadline = time.monotonic() + timeout
-        while not listens_on(self.proc.pid, self.port):
+        ports = [self.port] + ([self.metrics_port] if self.metrics_port else [])
+        while not all(listens_on(self.proc.pid, port) for port in ports):
             if self.proc.poll() is not None:
                 raise RuntimeError(f"broker exited with {self.proc.returncode} before listening")
             if time.monotonic() >= deadline:
@@ -228,11 +238,13 @@ class BrokerProcess:
             time.sleep(0.05)
 
     def _lost_port(self, log_start: int) -> bool:
-        """The start whose output begins at byte `log_start` of the log failed to bind `port`."""
+        """The start whose output begins at byte `log_start` of the log failed to bind `port`
+        (or its metrics port)."""
         with open(self.log_path, "rb") as f:
             f.seek(log_start)
             output = f.read().decode(errors="replace")
-        return any("address already in use" in line.lower() and str(self.port) in line
+        ports = [str(self.port)] + ([str(self.metrics_port)] if self.metrics_port else [])
+        return any("address already in use" in line.lower() and any(p in line for p in ports)
                    for line in output.splitlines())
 
     def kill9(self) -> None:
