@@ -36,7 +36,6 @@ def mbroker(broker_factory):
     """A standalone broker with its metrics port set; `.metrics_port` says which."""
     port = free_port()
     b = broker_factory({"metrics.port": str(port), "num.partitions": "3"})
-    b.metrics_port = port
     return b
 
 
