@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import struct
 import uuid as _uuid
+from operator import itemgetter
 from typing import Any, Callable, Protocol, Sequence
 
 from .types import DecodeError, Reader, Writer, ZERO_UUID
@@ -100,6 +101,28 @@ def _uuid_bytes(v: Any) -> bytes:
     return v.bytes if isinstance(v, _uuid.UUID) else bytes(v)
 
 
+_FIELDED: dict[tuple[type, tuple[str, ...]], type] = {}
+
+
+def fielded_struct_type(base: type, names: Sequence[str]) -> type:
+    """A subclass of `base` (a dict subclass with a `__getattr__` fallback) with a property
+    per field name: a decoded struct's `s.name` then finds a descriptor on its type (~80 ns)
+    instead of failing the normal lookup, raising and catching an AttributeError, and calling
+    `__getattr__` (~650 ns); a broker reads several fields of every partition of every
+    request. Names `base` already answers (dict's methods) keep its meaning. One class per
+    field list, shared by every codec that declares the same fields."""
+    key = (base, tuple(names))
+    cls = _FIELDED.get(key)
+    if cls is None:
+        ns: dict[str, Any] = {"__slots__": (), "__module__": base.__module__,
+                              "__qualname__": base.__qualname__}
+        for name in names:
+            if not name.startswith("_") and not hasattr(base, name):
+                ns[name] = property(itemgetter(name), doc=f"the field {name!r}")
+        cls = _FIELDED[key] = type(base.__name__, (base,), ns)
+    return cls
+
+
 class _Attrs:
     """`get` over an object's attributes, so objects encode like dicts."""
 
@@ -154,6 +177,11 @@ class _Source:
         return self.ns[name]
 
 
+def _struct_const(src: _Source, fields: Sequence[FieldDecl]) -> str:
+    """The name of the decoded-struct class for `fields` in the generated code."""
+    return src.const(fielded_struct_type(src.ns["_Struct"], [f.name for f in fields]), "C")
+
+
 def _default_read_expr(src: _Source, f: FieldDecl) -> str:
     """An expression giving a fresh default of `f` (shared when immutable)."""
     d = f.default_value()
@@ -164,7 +192,7 @@ def _default_read_expr(src: _Source, f: FieldDecl) -> str:
         # absent tagged structs, and building them through default_value() cost more
         # than reading the fields that are there.
         items = ", ".join(f"{sub.name!r}: {_default_read_expr(src, sub)}" for sub in f.elem)
-        return f"_Struct({{{items}}})"
+        return f"{_struct_const(src, f.elem)}({{{items}}})"
     if d == [] and f.kind in ("struct_array", "prim_array"):
         return "[]"
     return src.const(f.default_value, "df") + "()"
@@ -236,7 +264,7 @@ def _emit_read_struct(src: _Source, fields: Sequence[FieldDecl], version: int, f
         values[f.name] = n
     items = ", ".join(f"{f.name!r}: {values[f.name] if f.name in values else _default_read_expr(src, f)}"
                       for f in fields)
-    src.emit(ind, f"{out} = _Struct({{{items}}})")
+    src.emit(ind, f"{out} = {_struct_const(src, fields)}({{{items}}})")
     if not flexible:
         return
     count, tag, size = src.var("nt"), src.var("tag"), src.var("sz")

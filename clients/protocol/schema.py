@@ -38,6 +38,11 @@ class Struct(dict):
     def __setattr__(self, name: str, value: Any) -> None:
         self[name] = value
 
+    def __reduce__(self) -> tuple[type, tuple[dict]]:
+        # Decoded structs are of per-declaration subclasses made at run time (codegen's
+        # fielded_struct_type), which pickle cannot name: they pickle as a plain Struct.
+        return Struct, (dict(self),)
+
 
 @dataclass(frozen=True)
 class VersionRange:

@@ -153,3 +153,39 @@ def test_defaults_of_absent_fields_are_fresh_for_every_message() -> None:
     again = fetch.decode_response(data, 12).responses[0].partitions[0]
     assert again.current_leader.leader_id == -1 and again.diverging_epoch.epoch == -1
     assert isinstance(again.current_leader, Struct)
+
+
+def test_decoded_fields_are_read_through_properties_of_the_structs_type() -> None:
+    """A decoded struct's type carries a property per field, so `s.name` never falls back
+    to `__getattr__` (an AttributeError raised and caught per read, ~8x the cost). Setting
+    an attribute still sets the key, dict's own methods keep their meaning, and an unknown
+    name is still an AttributeError."""
+    fields = [F("partition_index", "int32"), F("items", "int32"), F("name", "string")]
+    read = compile_struct_reader(fields, 0, False, Struct)
+    write = compile_struct_writer(fields, 0, False)
+    w = Writer()
+    write(w, {"partition_index": 7, "items": 3, "name": "x"})
+    s = read(Reader(w.getvalue()))
+    assert isinstance(s, Struct) and s == {"partition_index": 7, "items": 3, "name": "x"}
+    assert isinstance(type(s).__dict__["partition_index"], property)
+    assert "items" not in type(s).__dict__ and s.items() == {"partition_index": 7, "items": 3,
+                                                             "name": "x"}.items()
+    s.partition_index = 8
+    assert s["partition_index"] == 8 and s.partition_index == 8
+    s.extra = 1                                   # a key no declaration names
+    assert s.extra == 1
+    with pytest.raises(AttributeError):
+        s.missing
+
+
+def test_decoded_structs_pickle_and_copy_as_structs() -> None:
+    """The per-declaration classes are made at run time and cannot be named by pickle:
+    a decoded message must still pickle (a Spark task's arguments) and deep-copy."""
+    import copy
+    import pickle
+    fetch = API_BY_NAME["Fetch"]
+    body = {"responses": [{"topic": "t", "partitions": [{"partition_index": 3}]}]}
+    decoded = fetch.decode_response(fetch.encode_response(body, 12).getvalue(), 12)
+    for again in (pickle.loads(pickle.dumps(decoded)), copy.deepcopy(decoded)):
+        assert again == decoded and isinstance(again, Struct)
+        assert again.responses[0].partitions[0].partition_index == 3
