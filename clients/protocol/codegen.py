@@ -456,7 +456,8 @@ def _emit_write_struct(src: _Source, fields: Sequence[FieldDecl], version: int, 
         v = src.var("v")
         writer = src.const(compile_value_writer(f, version, flexible), "wt")
         src.emit(ind, f"{v} = {getter}({f.name!r}, None)")
-        src.emit(ind, f"if {v} is not None and {v} != {_default_read_expr(src, f)}: "
+        # The default is only compared with, never handed out: one copy for every write.
+        src.emit(ind, f"if {v} is not None and {v} != {src.const(f.default_value(), 'dv')}: "
                       f"{present}.append(({t}, {writer}, {v}))")
     _emit_write_uvarint(src, ind, f"len({present})")
     tag, fn, v, sub, data = (src.var(p) for p in ("tag", "fn", "v", "w", "data"))
