@@ -165,15 +165,18 @@ class BrokerTopicStats:
             t[TOTAL_PRODUCE] += 1
             t[FAILED_PRODUCE] += 1
 
-    def fetched(self, topic: str, nbytes: int, from_follower: bool, failed: bool = False) -> None:
+    def fetched(self, topic: str, nbytes: int, from_follower: bool, partitions: int = 1,
+                failed: int = 0) -> None:
+        """`partitions` of `topic` read by one request (Kafka counts a fetch per partition),
+        `failed` of them answered with an error; `nbytes` the records the others returned."""
         t = self._topic(topic)
         tot = self.total
-        t[TOTAL_FETCH] += 1
-        tot[TOTAL_FETCH] += 1
+        t[TOTAL_FETCH] += partitions
+        tot[TOTAL_FETCH] += partitions
         if failed:
-            t[FAILED_FETCH] += 1
-            tot[FAILED_FETCH] += 1
-        elif nbytes:
+            t[FAILED_FETCH] += failed
+            tot[FAILED_FETCH] += failed
+        if nbytes:
             i = REPL_BYTES_OUT if from_follower else BYTES_OUT
             t[i] += nbytes
             tot[i] += nbytes

@@ -15,8 +15,8 @@ from broker.config import BrokerConfig
 from broker.metrics.collectors import BrokerCollector
 from broker.metrics.loop_lag import GcPauseMonitor, LoopLagMonitor
 from broker.metrics.render import families_to_dict, json_value, render_json, sample_value
-from broker.stats import (BrokerTopicStats, ControllerStats, Histogram, RequestStats,
-                                  quantile_from_buckets)
+from broker.stats import (BYTES_OUT, FAILED_FETCH, REPL_BYTES_OUT, TOTAL_FETCH, BrokerTopicStats,
+                          ControllerStats, Histogram, RequestStats, quantile_from_buckets)
 from clients.cli.strom_metrics import Snapshot, BrokerView, render, value
 
 
@@ -135,12 +135,23 @@ def test_topic_stats_totals_survive_topic_deletion():
     s.produce_failed("a")
     s.fetched("a", 700, from_follower=False)
     s.fetched("a", 300, from_follower=True)
-    s.fetched("b", 0, from_follower=False, failed=True)
+    s.fetched("b", 0, from_follower=False, failed=1)
     s.replicated_in("b", 42)
     s.remove_topic("a")
     assert "a" not in s.topics
     assert s.total[:5] == [15, 1500, 700, 1, 1]
     assert s.total[-2:] == [42, 300]
+
+
+def test_topic_stats_count_each_partition_of_a_fetch():
+    """Kafka's TotalFetchRequestsPerSec counts a fetch per partition read; one call per
+    topic of a request carries them all."""
+    s = BrokerTopicStats()
+    s.fetched("a", 900, from_follower=False, partitions=16, failed=2)
+    s.fetched("a", 100, from_follower=True, partitions=3)
+    t = s.topics["a"]
+    assert (t[TOTAL_FETCH], t[FAILED_FETCH], t[BYTES_OUT], t[REPL_BYTES_OUT]) == (19, 2, 900, 100)
+    assert s.total[TOTAL_FETCH] == 19 and s.total[FAILED_FETCH] == 2
 
 
 def test_request_stats_count_versions_errors_and_times():

@@ -302,11 +302,22 @@ def _session_answer(plan: _FetchPlan, responses: list[dict], session, incrementa
 
 
 def _record_stats(stats, plan: _FetchPlan, responses: list[dict]) -> None:
+    """One count per topic of the request (its partitions served here, those that failed,
+    the bytes of records the others returned)."""
     follower = plan.replica_id >= 0
     for (_, parts), r in zip(plan.topics, responses):
+        topic = None
+        served = failed = size = 0
         for (_, p), entry in zip(parts, r["partitions"]):
             if isinstance(p, int):
                 continue    # not served here: no series for names that may not exist
+            topic = p.topic
+            served += 1
+            if entry["error_code"]:
+                failed += 1
+                continue
             records = entry["records"]
-            size = sum(region.size for region in records) if isinstance(records, list) else 0
-            stats.fetched(p.topic, size, follower, failed=entry["error_code"] != 0)
+            if isinstance(records, list):
+                size += sum(region.size for region in records)
+        if topic is not None:
+            stats.fetched(topic, size, follower, served, failed)
