@@ -8,7 +8,7 @@ key. Immutable in practice: `PartitionLog.update_config` swaps the whole object.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Mapping
 
 LONG_MAX = 2**63 - 1
@@ -43,6 +43,12 @@ class LogConfig:
     min_cleanable_dirty_ratio: float = 0.5
     min_insync_replicas: int = 1                    # read by replication, kept here for one place
     unclean_leader_election_enable: bool = False
+    # cleanup.policy parsed once: every append asks whether the topic is compacted.
+    _policies: tuple[str, ...] = field(init=False, repr=False, compare=False, default=())
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_policies",
+                           tuple(p.strip() for p in self.cleanup_policy.split(",") if p.strip()))
 
     @property
     def log_append_time(self) -> bool:
@@ -50,7 +56,7 @@ class LogConfig:
 
     @property
     def cleanup_policies(self) -> tuple[str, ...]:
-        return tuple(p.strip() for p in self.cleanup_policy.split(",") if p.strip())
+        return self._policies
 
     @property
     def delete_enabled(self) -> bool:
@@ -74,7 +80,7 @@ class LogConfig:
                            base: "LogConfig | None" = None) -> "LogConfig":
         """`base` (default: Kafka's defaults) overridden by Kafka's dotted topic config names."""
         changes: dict[str, Any] = {}
-        types = {f.name: f.type for f in fields(cls)}
+        types = {f.name: f.type for f in fields(cls) if f.init}
         for key, raw in configs.items():
             attr = key.replace(".", "_")
             if attr not in types or raw is None:

@@ -637,3 +637,17 @@ def test_producer_state_outlives_the_segments_retention_deletes(tmp_path):
         assert reopened.append_as_leader(idem(4), 0).first_offset == 4
     finally:
         reopened.close()
+
+
+def test_cleanup_policies_are_those_of_the_config_they_were_made_with():
+    """cleanup.policy is parsed once per LogConfig (every append asks `compact`): a config
+    made by replace() or from topic configs answers for its own policy, never a stale one."""
+    from dataclasses import replace as dc_replace
+    base = LogConfig()
+    assert base.cleanup_policies == ("delete",) and not base.compact and base.delete_enabled
+    both = dc_replace(base, cleanup_policy=" compact , delete")
+    assert both.cleanup_policies == ("compact", "delete") and both.compact and both.delete_enabled
+    compacted = LogConfig.from_topic_configs({"cleanup.policy": "compact"}, base)
+    assert compacted.compact and not compacted.delete_enabled
+    assert compacted == LogConfig(cleanup_policy="compact")
+    assert LogConfig.from_topic_configs({"_policies": "compact"}).cleanup_policies == ("delete",)
