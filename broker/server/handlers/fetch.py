@@ -118,29 +118,6 @@ class _FetchPlan:
     def keys(self) -> list[tuple[str, int]]:
         return [(p.topic, p.index) for _, parts in self.topics for _, p in parts if not isinstance(p, int)]
 
-    def nothing_new(self) -> bool:
-        """The cheap part of Kafka's DelayedFetch.tryComplete: every partition is still led
-        here and has nothing between the fetch offset and what this fetcher may read (a
-        consumer the high watermark or the LSO, a follower the log end). A wake-up for which
-        this holds (a consumer's by an append the high watermark does not cover yet, a
-        follower's by a high-watermark move) parks again without reading and building an
-        answer."""
-        follower = self.replica_id >= 0
-        committed = self.isolation == READ_COMMITTED
-        for _, parts in self.topics:
-            for rp, p in parts:
-                if isinstance(p, int):
-                    return False        # answered with its error, never parked for
-                if not p.is_leader:
-                    return False
-                log = p.log
-                leo = log.log_end_offset
-                bound = leo if follower else (log.last_stable_offset if committed else log.high_watermark)
-                offset = rp.fetch_offset
-                if not (bound <= offset <= leo and offset >= log.log_start_offset):
-                    return False
-        return True
-
     def record_follower_positions(self) -> None:
         if self.replica_id < 0:
             return
@@ -283,10 +260,7 @@ async def _after_waiting(services: FetchServices, request, ctx: RequestContext, 
         responses, total, any_error = plan.read()
         if not _must_wait(request, plan, total, any_error, deadline):
             break
-        while True:
-            await services.purgatory.wait(plan.keys(), deadline - time.monotonic())
-            if ctx.conn.closed or deadline <= time.monotonic() or not plan.nothing_new():
-                break
+        await services.purgatory.wait(plan.keys(), deadline - time.monotonic())
         if ctx.conn.closed:
             break
     return _answer(services, plan, responses, session_ctx)
