@@ -433,11 +433,23 @@ class System:
         pass
 
 
+def plain_broker_processes() -> None:
+    """Benchmarks start each broker as `python -m broker`, as a user does, not forked from
+    the test suite's zygote: a forked broker starts its own session, so the kernel's
+    autogroup scheduling gives each broker a share of the CPU of its own against the
+    benchmark's clients, and the 50 MB/s latency tail measured ~40 % longer that way
+    (docs/PERFORMANCE.md, "Decoded structs read through properties"). `--broker-repo`
+    brokers were always plain processes: now both sides of a before/after are alike."""
+    import tests.support.broker_process as bp
+    bp.USE_ZYGOTE = False
+
+
 class StromBroker(System):
     """One standalone strom broker (`python -m broker`) with its log on the local disk."""
 
     def __init__(self, wd: Path, overrides: dict[str, str] | None = None):
         from tests.support.broker_process import BrokerProcess
+        plain_broker_processes()
         self.name = "strom-1"
         props = {"num.network.threads": "1", "auto.create.topics.enable": "false"}
         props.update(overrides or {})
@@ -457,6 +469,7 @@ class StromCluster(System):
 
     def __init__(self, wd: Path, brokers: int = 3, overrides: dict[str, str] | None = None):
         from tests.support.cluster import Cluster
+        plain_broker_processes()
         self.name = f"strom-{brokers}"
         self.cluster = Cluster(wd / "cluster", brokers=brokers,
                                overrides={"auto.create.topics.enable": "false",
