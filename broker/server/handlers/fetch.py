@@ -118,6 +118,16 @@ class _FetchPlan:
     def keys(self) -> list[tuple[str, int]]:
         return [(p.topic, p.index) for _, parts in self.topics for _, p in parts if not isinstance(p, int)]
 
+    def drop_lost_leaders(self) -> None:
+        """Before a parked fetch reads again: a partition no longer led here is answered
+        NOT_LEADER_OR_FOLLOWER at once, as Kafka's DelayedFetch does, so its client looks for
+        the new leader instead of waiting out max_wait_ms (and this broker stops reading a
+        log it no longer leads). Only a fetch that waited pays for the check."""
+        for _, parts in self.topics:
+            for i, (rp, p) in enumerate(parts):
+                if not isinstance(p, int) and not p.is_leader:
+                    parts[i] = (rp, Code.NOT_LEADER_OR_FOLLOWER)
+
     def record_follower_positions(self) -> None:
         if self.replica_id < 0:
             return
@@ -144,13 +154,9 @@ class _FetchPlan:
         for key, parts in self.topics:
             out = []
             for rp, p in parts:
-                if isinstance(p, int) or not p.is_leader:
-                    # Not led here, or no longer: a fetch that waited through a leadership
-                    # change answers at once, as Kafka's DelayedFetch does, so its client
-                    # looks for the new leader instead of waiting out max_wait_ms.
+                if isinstance(p, int):
                     any_error = True
-                    out.append(_error_entry(rp.partition, p if isinstance(p, int)
-                                            else Code.NOT_LEADER_OR_FOLLOWER, aborted))
+                    out.append(_error_entry(rp.partition, p, aborted))
                     continue
                 log = p.log
                 if zstd_refused and log.config.compression_type == "zstd":
@@ -257,6 +263,7 @@ async def _after_waiting(services: FetchServices, request, ctx: RequestContext, 
     parks, or an append in that pass (which wakes only fetches already parked) would go
     unnoticed until max_wait_ms."""
     while True:
+        plan.drop_lost_leaders()
         responses, total, any_error = plan.read()
         if not _must_wait(request, plan, total, any_error, deadline):
             break
