@@ -41,8 +41,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._common import (BenchFailure, Results, add_results_args, cpu_seconds_of, loadavg, log,  # noqa: E402
-                           machine, median_of_runs, percentile, print_table, run_main, runs_note,
-                           workdir)
+                           machine, median_of_runs, percentile, plain_broker_processes, print_table,
+                           run_main, runs_note, workdir)
 from tests.support.broker_process import BrokerProcess  # noqa: E402
 from tests.support.rest_load import run_load  # noqa: E402
 from tests.support.rest_proxy import RestProxyProcess  # noqa: E402
@@ -106,6 +106,7 @@ async def _ceiling(bootstrap: str, topic: str, seconds: float) -> dict[str, Any]
 
 def one_run(a: argparse.Namespace, run: int, results: Results) -> dict[str, Any]:
     with workdir(prefix="strom-bench-rest-") as wd:
+        plain_broker_processes()
         broker = BrokerProcess(wd / "broker", overrides={"num.partitions": str(a.partitions)}).start()
         proxy = RestProxyProcess(wd / "proxy", broker.bootstrap)
         try:

@@ -26,7 +26,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench._common import Results, add_results_args, runs_note  # noqa: E402
+from bench._common import Results, add_results_args, plain_broker_processes, runs_note  # noqa: E402
 
 
 def load(bootstrap: str, topic: str, partitions: int, records: int, size: int) -> float:
@@ -105,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.bootstrap:
         bootstrap = args.bootstrap
     else:
+        plain_broker_processes()
         broker = BrokerProcess(Path(workdir) / "broker").start()
         bootstrap = broker.bootstrap
     topic = f"bench-spark-{os.getpid()}"
