@@ -415,7 +415,7 @@ class AsyncProducer(ProducerTransactions):
                 and (size := PLAIN_RECORD_OVERHEAD + len(value)) <= self._largest_plain):
             # The common record, without a call: what _encode_parts would give (inline here
             # and in the sync Producer's _append_here: keep them alike).
-            key_bytes, value_bytes, hdrs, ts = None, value, _NO_HEADERS, int(time.time() * 1000)
+            key_bytes, value_bytes, hdrs, ts = None, value, _NO_HEADERS, time.time_ns() // 1_000_000
         else:
             key_bytes, value_bytes, hdrs, size, ts = self._encode_parts(topic, key, value,
                                                                         headers, timestamp_ms)
@@ -458,7 +458,7 @@ class AsyncProducer(ProducerTransactions):
         if size + BATCH_OVERHEAD > self._max_request_size or size > self._acc.buffer_memory:
             raise self._too_large(size)
         if timestamp_ms is None:
-            ts = int(time.time() * 1000)
+            ts = time.time_ns() // 1_000_000
         elif type(timestamp_ms) is int and 0 <= timestamp_ms <= _TIMESTAMP_MAX:
             ts = timestamp_ms
         else:
@@ -562,7 +562,7 @@ class AsyncProducer(ProducerTransactions):
         count = 0
         for key, value, headers, timestamp_ms, partition in records:
             if timestamp_ms is None:
-                ts = int(time.time() * 1000)
+                ts = time.time_ns() // 1_000_000
             elif type(timestamp_ms) is int and 0 <= timestamp_ms <= _TIMESTAMP_MAX:
                 ts = timestamp_ms
             else:
