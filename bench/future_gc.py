@@ -13,15 +13,17 @@ Two measurements, each `--repeats` times (the table shows medians):
    fastest of 5 `gc.collect()` calls less the fastest of 5 without them, divided by the
    count;
    - the sync Producer's future as send() leaves it (clients.producer.RecordFuture of a
-     producer's class, its batch outcome and its (offset delta, timestamp, key size, value
-     size) tuple set as _CallerBatch.add_record sets them);
-   - the same future with a small int in place of the tuple;
+     producer's class appended by _CallerBatch.add_record: its batch's outcome and its
+     offset delta, the record's numbers in the outcome);
+   - the same future as send() left it until 2026-11-28: an (offset delta, timestamp, key
+     size, value size) tuple of its own;
    - asyncio.Future (what AsyncProducer.send returns; a C type);
    - an object of a class with a __dict__ and two attributes, and one with two __slots__
      and no __dict__ (which no subclass of concurrent.futures.Future can be: the base class
      has a __dict__);
-2. a loop keeping `--objects` of the sync Producer's futures with the collector on: the
-   full collections it ran and the time they took, per kept future.
+2. a loop keeping `--objects` of the sync Producer's futures with the collector on, each
+   appended to its batch as send() does (a record of 100 B): the full collections it ran
+   and the time they took, per kept future; the same with the futures of before.
 
     python bench/future_gc.py [--objects 200000] [--repeats 3]
 """
@@ -40,7 +42,7 @@ from typing import Any, Callable
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._common import Results, add_results_args, machine, print_table  # noqa: E402
-from clients.producer import RecordFuture, _Outcome  # noqa: E402
+from clients.producer import RecordFuture, _CallerBatch, _Outcome  # noqa: E402
 from clients.types import TopicPartition  # noqa: E402
 
 PER_BATCH = 150         # records of 100 B in a 16 KiB batch
@@ -54,18 +56,38 @@ class _Slotted:
     __slots__ = ("a", "b")
 
 
-def _record_futures(n: int, rec: str) -> list[Any]:
+_VALUE = b"v" * 100
+
+
+def _record_futures(n: int) -> list[Any]:
+    """n futures as the sync Producer's send() leaves them: appended to their batch."""
+    cls = RecordFuture.sharing(threading.Condition())
+    tp = TopicPartition("t", 0)
+    out: list[Any] = []
+    batch = _CallerBatch(tp, 0.0, 60.0, cls._condition)
+    now_ms = time.time_ns() // 1_000_000
+    for i in range(n):
+        if i % PER_BATCH == 0:
+            batch = _CallerBatch(tp, 0.0, 60.0, cls._condition)
+        fut = cls()
+        batch.add_record(fut, now_ms + i, None, _VALUE, b"\x00", 121, None)
+        out.append(fut)
+    return out
+
+
+def _record_futures_before(n: int) -> list[Any]:
+    """n futures as send() left them until 2026-11-28: with a tuple of numbers each."""
     cls = RecordFuture.sharing(threading.Condition())
     tp = TopicPartition("t", 0)
     out: list[Any] = []
     outcome = _Outcome(tp, cls._condition)
-    now_ms = int(time.time() * 1000)
+    now_ms = time.time_ns() // 1_000_000
     for i in range(n):
         if i % PER_BATCH == 0:
             outcome = _Outcome(tp, cls._condition)
         fut = cls()
         fut._outcome = outcome
-        fut._rec = (i % PER_BATCH, now_ms + i, -1, 100) if rec == "tuple" else i % PER_BATCH
+        fut._rec = (i % PER_BATCH, now_ms + i, -1, 100)
         out.append(fut)
     return out
 
@@ -91,8 +113,8 @@ def _plain(cls: type) -> Callable[[int], list[Any]]:
 
 
 KINDS: list[tuple[str, Callable[[int], list[Any]]]] = [
-    ("sync Producer future (RecordFuture, _rec tuple)", lambda n: _record_futures(n, "tuple")),
-    ("RecordFuture with a small int for _rec", lambda n: _record_futures(n, "int")),
+    ("sync Producer future (RecordFuture, numbers in its outcome)", _record_futures),
+    ("sync Producer future before (a tuple of numbers each)", _record_futures_before),
     ("asyncio.Future (AsyncProducer.send)", _asyncio_futures),
     ("object with a __dict__, 2 attributes", _plain(_WithDict)),
     ("object with 2 __slots__, no __dict__", _plain(_Slotted)),
@@ -121,8 +143,8 @@ def _timed_collect() -> float:
     return time.perf_counter() - t
 
 
-def send_loop_collections(n: int) -> tuple[int, float]:
-    """(full collections, their seconds) while a loop makes and keeps n futures."""
+def send_loop_collections(n: int, make: Callable[[int], list[Any]]) -> tuple[int, float]:
+    """(full collections, their seconds) while `make` makes and keeps n futures."""
     started: list[float] = []
     full: list[float] = []
 
@@ -134,7 +156,7 @@ def send_loop_collections(n: int) -> tuple[int, float]:
     gc.collect()
     gc.callbacks.append(callback)
     try:
-        kept = _record_futures(n, "tuple")
+        kept = make(n)
     finally:
         gc.callbacks.remove(callback)
     del kept
@@ -150,30 +172,36 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     out = Results("future_gc", a, machine())
     per_kind: dict[str, list[float]] = {name: [] for name, _ in KINDS}
-    loops: list[tuple[int, float]] = []
+    layouts = {"now": _record_futures, "before": _record_futures_before}
+    loops: dict[str, list[tuple[int, float]]] = {k: [] for k in layouts}
     for r in range(a.repeats):
         run = {name: full_collection_ns(make, a.objects) for name, make in KINDS}
         for name, ns in run.items():
             per_kind[name].append(ns)
-        count, seconds = send_loop_collections(a.objects)
-        loops.append((count, seconds))
-        out.run(f"run{r}", {"full_collection_ns_per_object": run,
-                            "send_loop": {"full_collections": count, "seconds": seconds}})
+        send_loop = {}
+        for layout, make in layouts.items():
+            count, seconds = send_loop_collections(a.objects, make)
+            loops[layout].append((count, seconds))
+            send_loop[layout] = {"full_collections": count, "seconds": seconds}
+        out.run(f"run{r}", {"full_collection_ns_per_object": run, "send_loop": send_loop})
     medians = {name: statistics.median(v) for name, v in per_kind.items()}
     print(f"\nfull collection with {a.objects:,} kept objects, ns per object (median of "
           f"{a.repeats}, each the fastest of 5 collections)")
     print_table(["kept object", "ns per object", "runs"],
                 [[name, f"{medians[name]:.0f}", " / ".join(f"{x:.0f}" for x in per_kind[name])]
                  for name, _ in KINDS])
-    counts = [c for c, _ in loops]
-    per_future_ns = [s / a.objects * 1e9 for _, s in loops]
-    print(f"\na loop keeping {a.objects:,} sync Producer futures: full collections "
-          f"{' / '.join(map(str, counts))}, their time per kept future "
-          f"{' / '.join(f'{x:.0f}' for x in per_future_ns)} ns (median "
-          f"{statistics.median(per_future_ns):.0f})")
-    out.summary({"full_collection_ns_per_object": medians,
-                 "send_loop_full_collections": counts,
-                 "send_loop_full_collection_ns_per_future": statistics.median(per_future_ns)})
+    summary: dict[str, Any] = {"full_collection_ns_per_object": medians}
+    for layout, runs in loops.items():
+        counts = [c for c, _ in runs]
+        per_future_ns = [s / a.objects * 1e9 for _, s in runs]
+        print(f"\na loop keeping {a.objects:,} sync Producer futures ({layout}): full "
+              f"collections {' / '.join(map(str, counts))}, their time per kept future "
+              f"{' / '.join(f'{x:.0f}' for x in per_future_ns)} ns (median "
+              f"{statistics.median(per_future_ns):.0f})")
+        summary[f"send_loop_{layout}"] = {
+            "full_collections": counts,
+            "full_collection_ns_per_future": statistics.median(per_future_ns)}
+    out.summary(summary)
     return 0
 
 

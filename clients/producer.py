@@ -87,7 +87,7 @@ class _Outcome:
     so completing a batch costs the same for 1 record as for 1,000."""
 
     __slots__ = ("topic", "partition", "condition", "done", "base_offset", "log_append_time",
-                 "error", "watched")
+                 "error", "watched", "numbers")
 
     def __init__(self, tp: TopicPartition, condition: threading.Condition):
         self.topic, self.partition = tp
@@ -99,6 +99,9 @@ class _Outcome:
         # futures that are waited for (concurrent.futures.wait) or have callbacks: told
         # one by one when the batch is done
         self.watched: list[RecordFuture] = []
+        # (timestamp, key size, value size) of each record a caller appended, flat, in
+        # offset-delta order: kept here rather than on the records' futures (see RecordFuture)
+        self.numbers: list[int] = []
 
 
 class RecordFuture(concurrent.futures.Future):
@@ -112,21 +115,22 @@ class RecordFuture(concurrent.futures.Future):
       subclass (`sharing`), Future.__init__'s lists are made when first used;
     - appended in the caller's thread, it refers to its batch's `_Outcome` (`_outcome`)
       and reads its state, result and exception from there, as Kafka's FutureRecordMetadata
-      does: completing a batch sets one outcome, whatever its number of records. Its own
-      numbers (`_rec`) are a tuple of ints, which the cyclic collector stops tracking: a
-      send() loop's callers keep their futures, and each full collection traverses every
-      object of theirs that is still tracked. What
-      Future itself sets (set_result, set_exception, cancel) is kept on the future and
-      comes first.
+      does: completing a batch sets one outcome, whatever its number of records. Of its own
+      it has only its offset delta in the batch (`_delta`, a small int); its timestamp and
+      sizes are in the outcome's `numbers`. A send() loop's callers keep their futures:
+      appending a record makes no object the cyclic collector tracks besides the future
+      (a tuple of numbers per future doubled the collections a loop ran, young and full).
+      What Future itself sets (set_result, set_exception, cancel) is kept on the future
+      and comes first.
     Everything else (callbacks, cancel, concurrent.futures.wait/as_completed) is Future's
     own (tests/unit/test_producer_record_future.py)."""
 
     _condition: threading.Condition
     __init__ = object.__init__
-    # once appended in a caller's thread: its batch's outcome, and (offset delta,
-    # timestamp, key size, value size); annotations only, so that the future has none before
+    # once appended in a caller's thread: its batch's outcome and its offset delta in the
+    # batch; annotations only, so that the future has none before
     _outcome: _Outcome
-    _rec: tuple[int, int, int, int]
+    _delta: int
 
     @classmethod
     def sharing(cls, condition: threading.Condition) -> "type[RecordFuture]":
@@ -154,7 +158,8 @@ class RecordFuture(concurrent.futures.Future):
         outcome = d.get("_outcome")
         if outcome is None or not outcome.done or outcome.error is not None:
             return None
-        delta, ts, key_size, value_size = d["_rec"]
+        delta = d["_delta"]
+        ts, key_size, value_size = outcome.numbers[3 * delta:3 * delta + 3]
         base = outcome.base_offset
         appended = outcome.log_append_time
         return RecordMetadata(outcome.topic, outcome.partition,
@@ -243,13 +248,16 @@ class _CallerBatch(ProducerBatch):
         self.size += size
         key_size = -1 if key is None else len(key)
         value_size = -1 if value is None else len(value)
-        fut._outcome = self.outcome
-        fut._rec = (delta, timestamp, key_size, value_size)
+        fut._outcome = outcome = self.outcome
+        fut._delta = delta
+        # A caller appends before the batch joins the core's buffer, the I/O thread's
+        # records come after: so a caller's record is number `delta` of the outcome's too.
+        outcome.numbers += (timestamp, key_size, value_size)
         if on_delivery is not None:
             self.waiters.append((fut, delta, timestamp, key_size, value_size, on_delivery))
 
     # `waiters` also holds the records the I/O thread appended one by one (ProducerBatch.add,
-    # after the batch joined the core's buffer): their futures have no `_rec` and are
+    # after the batch joined the core's buffer): their futures have no `_delta` and are
     # resolved one by one, as in any batch.
 
     def resolve_waiters(self, base_offset: int, log_append_time: int) -> None:
@@ -258,7 +266,7 @@ class _CallerBatch(ProducerBatch):
             for (fut, _, _, _, _, cb), md in zip(self.waiters,
                                                  self.record_metadata(base_offset,
                                                                       log_append_time)):
-                if getattr(fut, "_rec", None) is None:
+                if getattr(fut, "_delta", None) is None:
                     resolve_future(fut, md)
                 if cb is not None:
                     run_delivery_callback(cb, None, md)
@@ -266,7 +274,7 @@ class _CallerBatch(ProducerBatch):
     def reject_waiters(self, error: Exception) -> None:
         self._settle(-1, -1, error)
         for fut, _, _, _, _, cb in self.waiters:
-            if getattr(fut, "_rec", None) is None:
+            if getattr(fut, "_delta", None) is None:
                 reject_future(fut, error)
             if cb is not None:
                 run_delivery_callback(cb, error, None)
