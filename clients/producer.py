@@ -391,7 +391,7 @@ class Producer:
         max.block.ms) is reported through its future, on the I/O thread."""
         core = self._core
         cluster = core._client.metadata.cluster
-        num = cluster.partition_count(topic)
+        num = cluster.partition_counts.get(topic, 0)
         if (not num or (partition is not None and partition >= num)
                 or self._one_by_one != self._one_by_one_done):
             return False

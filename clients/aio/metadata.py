@@ -2,7 +2,9 @@
 
 `ClusterMetadata` is an immutable snapshot built from one Metadata response; a new response
 gives a new snapshot, so a reader never sees half an update. `partitions_for(topic)`,
-`leader_for(topic, partition)` and friends answer from the snapshot.
+`leader_for(topic, partition)` and friends answer from the snapshot; the producers' hot
+paths read two maps derived from it once, `partition_counts` (every send()) and `leaders`
+(every look of the sender), without a call each.
 
 `MetadataManager` keeps the current snapshot fresh for one client: it asks any reachable
 broker (a known one, else a bootstrap address) for the topics the client cares about,
@@ -14,6 +16,7 @@ Metadata are handed to the connection pool. Single event loop, not thread-safe.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import random
 import re
@@ -61,6 +64,13 @@ class TopicInfo:
     topic_id: object = None
 
 
+class _LeaderMap(dict):
+    """(topic, partition) -> leader id, -1 for a partition that has none or is unknown."""
+
+    def __missing__(self, key: object) -> int:
+        return -1
+
+
 @dataclass(frozen=True)
 class ClusterMetadata:
     """One Metadata response, made convenient. Immutable."""
@@ -96,8 +106,20 @@ class ClusterMetadata:
 
     def partition_count(self, topic: str) -> int:
         """How many partitions `topic` has (0 when unknown); cheaper than partitions_for."""
-        t = self.topics.get(topic)
-        return len(t.partitions) if t is not None and t.error_code == 0 else 0
+        return self.partition_counts.get(topic, 0)
+
+    # Derived once per snapshot (a frozen dataclass's instance dict takes the cached value).
+    @functools.cached_property
+    def partition_counts(self) -> Mapping[str, int]:
+        """topic -> its partition count, for topics known without an error."""
+        return {n: len(t.partitions) for n, t in self.topics.items() if t.error_code == 0}
+
+    @functools.cached_property
+    def leaders(self) -> Mapping[tuple[str, int], int]:
+        """(topic, partition) -> leader id as `leader_for` gives it (a TopicPartition is
+        such a key); `leaders[tp]` is -1 for a partition without one or unknown."""
+        return _LeaderMap({(n, p): info.leader for n, t in self.topics.items()
+                           if t.error_code == 0 for p, info in t.partitions.items()})
 
     def available_partitions_for(self, topic: str) -> list[int]:
         """Partitions of `topic` that have a leader right now."""
@@ -110,8 +132,7 @@ class ClusterMetadata:
 
     def leader_for(self, topic: str, partition: int) -> int:
         """The leader's broker id, or -1 when unknown or leaderless."""
-        p = self.partition(topic, partition)
-        return p.leader if p is not None else -1
+        return self.leaders[(topic, partition)]
 
     def topic_error(self, topic: str) -> int:
         t = self.topics.get(topic)

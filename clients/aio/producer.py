@@ -63,7 +63,7 @@ from clients.protocol.compression import codec_for_name
 from clients.protocol.errors import BY_NAME, KafkaError, for_code
 from clients.protocol.record_writer import encode_headers
 from clients.protocol.schema import Struct
-from clients.types import DeliveryCallback, RecordMetadata, TopicPartition
+from clients.types import DeliveryCallback, RecordMetadata
 
 from .accumulator import (BATCH_OVERHEAD, Countdown, ProducerBatch, RecordAccumulator,
                           RecordFuture, record_size)
@@ -350,7 +350,7 @@ class AsyncProducer(ProducerTransactions):
             client.raise_authentication_error()
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[RecordMetadata] = loop.create_future()
-        num = client.metadata.cluster.partition_count(topic)     # (not the property: a call)
+        num = client.metadata.cluster.partition_counts.get(topic, 0)  # (a dict: no call)
         if (self._started and num and (partition is None or partition < num)
                 and not self._closed and self._txn is None):
             # The common case, without a second coroutine: metadata known, no transaction.
@@ -662,9 +662,6 @@ class AsyncProducer(ProducerTransactions):
 
     # ------------------------------------------------------------------ the sender
 
-    def _leader_of(self, tp: TopicPartition) -> int:
-        return self._client.cluster.leader_for(tp.topic, tp.partition)
-
     async def _run(self) -> None:
         while True:
             try:
@@ -701,7 +698,9 @@ class AsyncProducer(ProducerTransactions):
                     continue
                 # Wait for the requests in flight (or for records) before (re)initialising.
             else:
-                nodes, delay, unknown = acc.ready(self._leader_of, now)
+                # The snapshot's leader map itself: a dict lookup per partition, no call.
+                leader_of = self._client.metadata.cluster.leaders.__getitem__
+                nodes, delay, unknown = acc.ready(leader_of, now)
                 if unknown:
                     self._client.metadata.add_topics(unknown)
                     self._client.metadata.request_update()
@@ -722,7 +721,7 @@ class AsyncProducer(ProducerTransactions):
                     else:
                         conns[n] = conn
                 if conns:
-                    drained = acc.drain(self._leader_of, conns, self._max_request_size, now)
+                    drained = acc.drain(leader_of, conns, self._max_request_size, now)
                     for node, batches in drained.items():
                         self._node_in_flight[node] = self._node_in_flight.get(node, 0) + 1
                         self._produce(node, conns[node], batches)

@@ -3,8 +3,15 @@ client's connection calls are replaced by ones that fail at once)."""
 import asyncio
 
 from clients.aio.errors import KafkaConnectionError
+from clients.aio.metadata import ClusterMetadata, PartitionInfo, TopicInfo
 from clients.aio.producer import AsyncProducer
 from clients.types import TopicPartition
+
+
+def led_by_7(partitions: int) -> ClusterMetadata:
+    """Metadata of topic "t" whose partitions broker 7 leads."""
+    return ClusterMetadata(topics={"t": TopicInfo("t", {
+        i: PartitionInfo("t", i, 7, 0, (7,), (7,)) for i in range(partitions)})})
 
 
 def test_an_unreachable_leader_is_retried_at_the_backoff_not_in_a_loop():
@@ -23,7 +30,7 @@ def test_an_unreachable_leader_is_retried_at_the_backoff_not_in_a_loop():
         p._client.connection = connection
         p._client.pool.connection = lambda node: None
         p._client.metadata.request_update = lambda: None
-        p._leader_of = lambda tp: 7
+        p._client.metadata.cluster = led_by_7(1)
         tp = TopicPartition("t", 0)
         assert p._acc.reserve(100)
         p._acc.append(tp, 0, None, b"x", b"\x00", 100, (None, 0, -1, 1, None),
@@ -69,7 +76,7 @@ def test_nothing_is_drained_for_a_broker_until_its_connection_is_open():
         p._client.connection = connection
         p._client.pool.connection = lambda node: conn if opened.is_set() else None
         p._client.metadata.request_update = lambda: None
-        p._leader_of = lambda tp: 7
+        p._client.metadata.cluster = led_by_7(3)
         batches = []
         for partition in range(3):
             assert p._acc.reserve(100)
