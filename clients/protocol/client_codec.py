@@ -26,11 +26,10 @@ from __future__ import annotations
 
 import struct
 from collections import deque
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from .framing import FrameReceiver
-from .headers import RequestHeader, decode_response_header, encode_request_header
+from .headers import decode_response_header
 from .messages import api as _api
 from .schema import Api, Struct
 from .types import DecodeError, Reader, Writer
@@ -42,6 +41,9 @@ __all__ = [
 
 _SIZE = struct.Struct(">i")
 _INT16 = struct.Struct(">h")
+# A request frame's size (written last), then request header v0..v2's fixed fields:
+# api key, api version, correlation id
+_FRAME_HEAD = struct.Struct(">ihhi")
 _API_VERSIONS_KEY = 18
 _PRODUCE_KEY = 0
 _UNSUPPORTED_VERSION = 35
@@ -83,9 +85,9 @@ class FrameTooLargeError(ProtocolError):
     """A frame's size prefix is negative or above the configured maximum."""
 
 
-@dataclass(frozen=True, slots=True)
-class InFlight:
-    """A request sent and awaiting its response."""
+class InFlight(NamedTuple):
+    """A request sent and awaiting its response. (A NamedTuple: made for every request,
+    at half a frozen dataclass's cost.)"""
 
     correlation_id: int
     api: Api
@@ -105,7 +107,15 @@ class ClientProtocol:
 
     def __init__(self, client_id: str | None = "strom", *, max_frame_size: int | None = None,
                  first_correlation_id: int = 0):
-        self.client_id = client_id
+        self._client_id = client_id
+        # What follows the correlation id in request headers v0, v1 and v2 (client id as a
+        # nullable string; v2 then its empty tagged fields): the same bytes every request.
+        if client_id is None:
+            tail = _INT16.pack(-1)
+        else:
+            encoded = client_id.encode("utf-8")
+            tail = _INT16.pack(len(encoded)) + encoded
+        self._header_tails = (b"", tail, tail + b"\x00")
         self.max_frame_size = max_frame_size
         self._next_cid = first_correlation_id & _MAX_CORRELATION_ID
         self._in_flight: deque[InFlight] = deque()
@@ -113,6 +123,10 @@ class ClientProtocol:
         self._receiver = FrameReceiver(_MAX_FRAME if max_frame_size is None else max_frame_size,
                                        min_size=4, big_start=_BIG_RESPONSE)
         self._error: ProtocolError | None = None
+
+    @property
+    def client_id(self) -> str | None:
+        return self._client_id
 
     # ------------------------------------------------------------------ sending
 
@@ -128,15 +142,16 @@ class ClientProtocol:
         if expect_response is None:
             expect_response = expects_response(a, body)
         cid = self._next_cid
-        w = Writer()
-        encode_request_header(w, RequestHeader(a.key, version, cid, self.client_id),
-                              a.request_header_version(version))
+        # The frame in one buffer: its size, the header (one pack and the client id's
+        # bytes, as encode_request_header writes them), the body; the size written last.
+        w = Writer(_FRAME_HEAD.pack(0, a.key, version, cid)
+                   + self._header_tails[a.request_header_version(version)])
         a.encode_request(body, version, w)  # may raise: nothing is registered yet
-        payload = w.getvalue()
+        frame = w.framed()
         self._next_cid = (cid + 1) & _MAX_CORRELATION_ID
         if expect_response:
             self._in_flight.append(InFlight(cid, a, version))
-        return cid, _SIZE.pack(len(payload)) + payload
+        return cid, frame
 
     # ------------------------------------------------------------------ receiving
 

@@ -156,8 +156,8 @@ class Writer:
 
     __slots__ = ("_buf", "_chunks", "_deferred_size")
 
-    def __init__(self) -> None:
-        self._buf = bytearray()
+    def __init__(self, start: bytes = b"") -> None:
+        self._buf = bytearray(start)
         self._chunks: list[Any] = []
         self._deferred_size = 0
 
@@ -260,3 +260,13 @@ class Writer:
         if any(isinstance(c, DeferredBytes) for c in self._chunks):
             raise TypeError("encoding holds deferred chunks; use chunks()")
         return b"".join(self._chunks) + bytes(self._buf)
+
+    def framed(self) -> bytes:
+        """getvalue() of an encoding that starts with 4 bytes reserved for its size: those
+        set to the length of the rest (a Kafka frame's size prefix), with one copy. The
+        Writer is empty afterwards."""
+        if self._chunks:        # (only a DeferredBytes starts a chunk)
+            raise TypeError("encoding holds deferred chunks; use chunks()")
+        out, self._buf = self._buf, bytearray()
+        _I32.pack_into(out, 0, len(out) - 4)
+        return bytes(out)

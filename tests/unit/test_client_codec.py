@@ -13,11 +13,12 @@ import pytest
 from clients.protocol.client_codec import (
     ClientProtocol, CorrelationIdMismatchError, FrameTooLargeError, ProtocolError,
     UnexpectedResponseError, expects_response)
-from clients.protocol.headers import decode_request_header, encode_response_header
+from clients.protocol.headers import (RequestHeader, decode_request_header,
+                                     encode_request_header, encode_response_header)
 from clients.protocol.messages import api
 from clients.protocol.records import Record, build_batch, iter_batches
 from clients.protocol.schema import UnsupportedVersion
-from clients.protocol.types import Reader, Writer
+from clients.protocol.types import DeferredBytes, Reader, Writer
 
 
 def response_frame(api_name: str, version: int, cid: int, body: Any, *,
@@ -58,6 +59,40 @@ def test_request_frame_has_size_prefix_and_right_header(version, header_version)
     decoded = api("Metadata").decode_request(r, version)
     assert [t.name for t in decoded.topics] == ["t"]
     assert r.remaining() == 0
+
+
+@pytest.mark.parametrize("client_id", ["my-client", "", None, "klient-\u043a\u043b"])
+@pytest.mark.parametrize("api_name, version, body", [
+    ("ControlledShutdown", 0, {"broker_id": 3}),                       # header v0
+    ("Metadata", 8, {"topics": [{"name": "t"}]}),                      # header v1
+    ("Metadata", 9, {"topics": [{"name": "t"}]}),                      # header v2
+    ("Produce", 9, {"acks": 1, "timeout_ms": 100, "topic_data": [
+        {"name": "t", "partition_data": [{"index": 0, "records": b"x" * 300}]}]}),
+])
+def test_request_frame_is_the_reference_encoding_byte_for_byte(client_id, api_name, version,
+                                                              body):
+    # The frame is written in one buffer (header fields in one pack, the client id's bytes
+    # kept): it must be what the header and body encoders give, size prefix first.
+    p = ClientProtocol(client_id, first_correlation_id=41)
+    cid, frame = p.encode_request(api_name, body, version)
+    a = api(api_name)
+    w = Writer()
+    encode_request_header(w, RequestHeader(a.key, version, cid, client_id),
+                          a.request_header_version(version))
+    a.encode_request(body, version, w)
+    payload = w.getvalue()
+    assert type(frame) is bytes and frame == struct.pack(">i", len(payload)) + payload
+
+
+class _Region(DeferredBytes):
+    size = 10
+
+
+def test_framed_refuses_deferred_chunks():
+    w = Writer(b"\x00" * 4)
+    w.bytes_([_Region()])
+    with pytest.raises(TypeError):
+        w.framed()
 
 
 def test_request_header_v0_for_controlled_shutdown_v0():
