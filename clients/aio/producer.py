@@ -71,7 +71,7 @@ from .client import KafkaClient
 from .connection import BrokerConnection
 from .errors import KafkaConnectionError, KafkaTimeoutError
 from .transactions import ProducerTransactions, TransactionManager, fenced, is_fatal
-from .wakeup import Wakeup
+from .wakeup import Broadcast, Wakeup
 
 __all__ = ["AsyncProducer"]
 
@@ -223,7 +223,7 @@ class AsyncProducer(ProducerTransactions):
         self._backoff_max = max(self._backoff, cfg.ms("retry.backoff.max.ms"))
         self._request_timeout = cfg.ms("request.timeout.ms")
         self._wake = Wakeup()        # the sender's: work may be waiting
-        self._space = asyncio.Event()
+        self._space = Broadcast()    # a batch completed: buffer memory was freed
         # Called (on the loop) whenever a batch gives its buffer memory back: the sync
         # Producer's callers wait for memory in their own threads.
         self.on_memory_freed: Callable[[], None] | None = None
@@ -652,11 +652,7 @@ class AsyncProducer(ProducerTransactions):
                         f"no buffer space for a {size}-byte record within max.block.ms="
                         f"{self.config['max.block.ms']} (buffer.memory="
                         f"{self._acc.buffer_memory}, {self._acc.used} in use)")
-                self._space.clear()
-                try:
-                    await asyncio.wait_for(self._space.wait(), remaining)
-                except TimeoutError:
-                    pass
+                await self._space.wait(remaining)
         finally:
             self._acc.waiting_for_memory -= 1
 
@@ -963,6 +959,6 @@ class AsyncProducer(ProducerTransactions):
             b.complete(base_offset, log_append_time)
         else:
             b.fail(error)
-        self._space.set()
+        self._space.notify()
         if self.on_memory_freed is not None:
             self.on_memory_freed()

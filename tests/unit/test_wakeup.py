@@ -1,10 +1,12 @@
 """The producer sender's wake-up flag (clients/aio/wakeup.py): set before or during a wait
-ends it, a timeout ends it unset, and a wait leaves no task or timer behind."""
+ends it, a timeout ends it unset, and a wait leaves no task or timer behind. Broadcast (a
+producer's wait for buffer memory): notify() wakes every waiter of the moment, a timeout
+or a cancel ends one wait, and none leaves a task, timer or waiter behind."""
 import asyncio
 
 import pytest
 
-from clients.aio.wakeup import Wakeup
+from clients.aio.wakeup import Broadcast, Wakeup
 
 
 def run(coro):
@@ -81,4 +83,45 @@ def test_one_waiter_at_a_time():
             await w.wait(1)
         w.set()
         assert await first is True
+    run(main())
+
+
+def _leftovers(loop):
+    return [h for h in loop._scheduled if not h.cancelled()], asyncio.all_tasks()
+
+
+def test_notify_wakes_every_waiter_of_the_moment_and_no_later_one():
+    async def main():
+        b = Broadcast()
+        loop = asyncio.get_running_loop()
+        b.notify()                          # nobody waits: nothing is remembered
+        waits = [asyncio.ensure_future(b.wait(60)) for _ in range(3)]
+        await asyncio.sleep(0)
+        assert b.waiting == 3 and not any(w.done() for w in waits)
+        b.notify()
+        await asyncio.gather(*waits)
+        assert b.waiting == 0
+        t0 = loop.time()
+        await b.wait(0.02)                  # the earlier notify does not end a new wait
+        assert loop.time() - t0 >= 0.015
+        assert _leftovers(loop) == ([], {asyncio.current_task()})
+    run(main())
+
+
+def test_a_timed_out_or_cancelled_wait_leaves_nothing_behind():
+    async def main():
+        b = Broadcast()
+        loop = asyncio.get_running_loop()
+        stays = asyncio.ensure_future(b.wait())
+        goes = asyncio.ensure_future(b.wait(60))
+        await asyncio.sleep(0)
+        goes.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await goes
+        await b.wait(0.01)
+        assert b.waiting == 1 and not stays.done()
+        loop.call_soon(b.notify)
+        await stays
+        assert b.waiting == 0
+        assert _leftovers(loop) == ([], {asyncio.current_task()})
     run(main())
