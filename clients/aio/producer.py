@@ -549,15 +549,16 @@ class AsyncProducer(ProducerTransactions):
         key_ser, value_ser, acc = self._key_ser, self._value_ser, self._acc
         limit = min(self._max_request_size - BATCH_OVERHEAD, acc.buffer_memory)
         batch_size = acc.batch_size
-        # `last` is the batch the previous record went to, when the next one may go
-        # straight into it if it has room: a keyless record after one the default
-        # partitioner placed (sticky partition), or a record for the same explicit
-        # partition. Nothing can move the sticky partition, close the batch or shrink the
-        # topic until this loop awaits something (then `last` is forgotten).
+        # Batches a record may go straight into when it has room: `sticky` for a keyless
+        # record after one the default partitioner placed (the sticky partition's open
+        # batch), `opened[p]` for a record for explicit partition p (p's open batch, as the
+        # last record for p left it; records alternating over partitions included).
+        # Nothing can move the sticky partition, close a batch or shrink the topic until
+        # this loop awaits something: then both are forgotten. A record placed another way
+        # (a key, a new batch) updates or drops what it may have made stale.
         plain_sticky = type(self._partitioner) is DefaultPartitioner
-        last: ProducerBatch | None = None
-        last_sticky = False             # `last` was placed by the sticky rule
-        last_partition = -1             # else the explicit partition it was for
+        sticky: ProducerBatch | None = None
+        opened: dict[int, ProducerBatch] = {}
         now = loop.time()
         count = 0
         for key, value, headers, timestamp_ms, partition in records:
@@ -580,7 +581,8 @@ class AsyncProducer(ProducerTransactions):
             if size > limit:
                 raise self._too_large(size)
             if not acc.reserve(size):
-                last = None
+                sticky = None
+                opened.clear()
                 await self._wait_for_memory(size, loop.time() + self._max_block)
                 if txn is not None:
                     try:
@@ -591,35 +593,44 @@ class AsyncProducer(ProducerTransactions):
                 now = loop.time()
             waiting.left += 1
             count += 1
-            if last is not None and last.size + size <= batch_size and (
-                    (partition is None and key_bytes is None) if last_sticky
-                    else partition == last_partition):
+            last = (opened.get(partition) if partition is not None
+                    else sticky if key_bytes is None else None)
+            if last is not None and last.size + size <= batch_size:
                 last.add(ts, key_bytes, value_bytes, hdrs, size, waiting)
                 if last.size >= batch_size:
                     self._wake.set()
-                    last = None
+                    sticky = None
+                    opened.clear()
                     await asyncio.sleep(0)      # the sender takes the full batch now
                 continue
             cluster = self._client.cluster
             partition_given = partition
             try:
                 if partition is not None and partition >= cluster.partition_count(topic):
-                    last = None
+                    sticky = None
+                    opened.clear()
                     await self._wait_for_partitions(topic, partition, deadline)
                     cluster = self._client.cluster
-                partition, sticky = self._choose_partition(topic, key, key_bytes, value,
-                                                           value_bytes, partition, cluster)
+                partition, placed_sticky = self._choose_partition(
+                    topic, key, key_bytes, value, value_bytes, partition, cluster)
             except BaseException:
                 acc.used -= size        # the record is refused: its memory is free again
                 waiting.left -= 1
                 raise
-            batch = self._append(topic, partition, sticky, key, key_bytes, value, value_bytes,
-                                 ts, hdrs, size, waiting, now, cluster, txn)
-            explicit = last_partition = -1 if partition_given is None else partition
-            last_sticky = sticky and plain_sticky and key_bytes is None
-            last = batch if last_sticky or explicit >= 0 else None
+            batch = self._append(topic, partition, placed_sticky, key, key_bytes, value,
+                                 value_bytes, ts, hdrs, size, waiting, now, cluster, txn)
+            placed = batch.tp.partition
+            if sticky is not None and sticky.tp.partition == placed:
+                sticky = None
+            if placed_sticky and plain_sticky and key_bytes is None:
+                sticky = batch
+            if partition_given is not None:
+                opened[placed] = batch
+            else:
+                opened.pop(placed, None)
             if batch.size >= batch_size:
-                last = None
+                sticky = None
+                opened.clear()
                 await asyncio.sleep(0)
         waiting.total = count
         waiting.armed = True

@@ -318,3 +318,68 @@ def test_an_on_delivery_that_raises_is_logged_and_the_rest_are_still_told(caplog
     assert heard == [10, 12] and [f.result.offset for f in futs] == [10, 11, 12]
     (logged,) = [r for r in caplog.records if r.name == "strom.client.producer"]
     assert logged.getMessage() == "on_delivery callback failed" and "user bug" in caplog.text
+
+
+def _values_by_batch(p: AsyncProducer, tp: TopicPartition) -> list[list[bytes]]:
+    return [[r.value for r in records_from_fetch(b.build(0, None))] for b in p._acc.batches[tp]]
+
+
+def test_send_batch_keeps_each_partitions_order_when_records_alternate_partitions():
+    # send_batch adds a record for an explicit partition straight to that partition's open
+    # batch while it has room (records alternating over partitions included); whatever
+    # else appended to the partition meanwhile (here a keyed record the partitioner placed
+    # there, opening a new batch that is not full) comes before it, as in the call.
+    a, c, keyed_value = b"a" * 50, b"c", b"K" * 40
+    s_a, s_c = record_size(None, a, b"\x00"), record_size(None, c, b"\x00")
+    batch_size = BATCH_OVERHEAD + s_a + s_c + 5     # room for c after a, not for the keyed
+
+    async def main():
+        p = fake_producer(batch_size=batch_size, linger_ms=10_000)
+        cluster = p._client.metadata.cluster
+        key0 = next(k for k in (b"k%d" % i for i in range(100))
+                    if p._partitioner("t", k, k, b"", b"", cluster) == 0)
+        s_k = record_size(key0, keyed_value, b"\x00")
+        # the keyed record opens a new batch, which then has room for c
+        assert s_a + s_k > batch_size - BATCH_OVERHEAD >= s_k + s_c
+        records = [(None, a, None, None, 0), (None, b"b", None, None, 1),
+                   (key0, keyed_value, None, None, None),
+                   (None, c, None, None, 0), (None, b"d", None, None, 1)]
+        records += [(None, b"%d" % i, None, None, i % 2) for i in range(40)]
+        fut = await p.send_batch("t", records)
+        assert not fut.done()
+        zero, one = _values_by_batch(p, T0), _values_by_batch(p, T1)
+        assert zero[0] == [a] and zero[1][:2] == [keyed_value, c]
+        assert [v for b in zero for v in b] == [a, keyed_value, c] + [
+            b"%d" % i for i in range(0, 40, 2)]
+        assert [v for b in one for v in b] == [b"b", b"d"] + [b"%d" % i for i in range(1, 40, 2)]
+        assert all(b.size <= batch_size for tp in (T0, T1) for b in p._acc.batches[tp])
+        await p.close(0)
+
+    asyncio.run(main())
+
+
+def test_send_batch_keyless_records_follow_a_keyed_one_into_the_sticky_partitions_new_batch():
+    # A keyless record goes straight into the batch the sticky rule placed the one before
+    # it in; a keyed record placed in the same partition meanwhile, opening a new batch
+    # there, makes that the batch the next keyless record goes to.
+    first, a, c, keyed_value = b"0", b"a" * 50, b"c", b"K" * 40
+    sizes = [record_size(None, v, b"\x00") for v in (first, a, c)]
+    batch_size = BATCH_OVERHEAD + sum(sizes) + 5
+
+    async def main():
+        p = fake_producer(batch_size=batch_size, linger_ms=10_000)
+        cluster = p._client.metadata.cluster
+        await p.send_batch("t", [(None, first, None, None, None)])
+        (tp,) = [tp for tp, dq in p._acc.batches.items() if dq]     # the sticky partition
+        key = next(k for k in (b"k%d" % i for i in range(100))
+                   if p._partitioner("t", k, k, b"", b"", cluster) == tp.partition)
+        s_k = record_size(key, keyed_value, b"\x00")
+        assert sum(sizes[:2]) + s_k > batch_size - BATCH_OVERHEAD >= s_k + sizes[2]
+        records = [(None, a, None, None, None), (key, keyed_value, None, None, None),
+                   (None, c, None, None, None)]
+        fut = await p.send_batch("t", records)
+        assert not fut.done()
+        assert _values_by_batch(p, tp) == [[first, a], [keyed_value, c]]
+        await p.close(0)
+
+    asyncio.run(main())
