@@ -394,7 +394,7 @@ class RecordAccumulator:
         """May the head batch of `tp` go out now, as far as ordering is concerned?"""
         flights = self.in_flight.get(tp)
         n = len(flights) if flights else 0
-        if batch.is_retry:
+        if batch.attempts:         # a retry (is_retry, without the call)
             return n == 0 and batch.retry_at <= now
         return n < self.max_in_flight
 
@@ -418,7 +418,7 @@ class RecordAccumulator:
             if leader in nodes:
                 continue
             flights = self.in_flight.get(tp)
-            if head.is_retry:
+            if head.attempts:      # a retry (is_retry, without the call)
                 if flights:
                     continue         # retries wait until the partition has nothing in flight
                 wait = head.retry_at - now

@@ -133,6 +133,9 @@ class BrokerConnection:
         self._deadline_timer: asyncio.TimerHandle | None = None
         self._close_error: KafkaConnectionError | None = None
         self._broker_versions: dict[int, tuple[int, int]] = {}
+        # api key -> version_for's answer, worked out once per connection (the broker's
+        # ranges are known from the ApiVersions exchange on, and do not change)
+        self._negotiated: dict[int, int] = {}
         self.api_versions_version = -1  # the ApiVersions version the broker answered
         # KIP-584: feature name -> the level the cluster finalized (ApiVersions v3+).
         self.finalized_features: dict[str, int] = {}
@@ -241,6 +244,7 @@ class BrokerConnection:
                 raise for_code(resp.error_code)(f"ApiVersions v{version} to {self.address}")
             self._broker_versions = {k.api_key: (k.min_version, k.max_version)
                                      for k in resp.api_keys}
+            self._negotiated = {}
             self.api_versions_version = version
             if version >= 3 and resp.finalized_features_epoch >= 0:
                 self.finalized_features = {f.name: f.max_version_level
@@ -301,6 +305,9 @@ class BrokerConnection:
     def version_for(self, api_name: str | int | Api) -> int:
         """The highest version of the API that both this client and the broker support."""
         a = _resolve(api_name)
+        version = self._negotiated.get(a.key)
+        if version is not None:
+            return version
         rng = self._broker_versions.get(a.key)
         if rng is None:
             raise UnsupportedVersionError(f"{self.address} does not support {a.name}")
@@ -309,9 +316,12 @@ class BrokerConnection:
             raise UnsupportedVersionError(
                 f"{a.name}: {self.address} supports v{rng[0]}-{rng[1]}, "
                 f"this client v{a.min_version}-{a.max_version}")
+        self._negotiated[a.key] = hi
         return hi
 
     def _check_version(self, a: Api, version: int) -> None:
+        if self._negotiated.get(a.key) == version:
+            return          # version_for's own answer: checked when it was worked out
         if not a.supports(version):
             raise UnsupportedVersionError(f"{a.name} v{version} is not implemented by this client")
         rng = self._broker_versions.get(a.key)

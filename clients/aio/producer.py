@@ -61,6 +61,7 @@ from clients.config import ClientConfig, ConfigError, acks_value, resolve
 from clients.partitioner import DefaultPartitioner, PartitionerFn
 from clients.protocol.compression import codec_for_name
 from clients.protocol.errors import BY_NAME, KafkaError, for_code
+from clients.protocol.messages import api as lookup_api
 from clients.protocol.record_writer import encode_headers
 from clients.protocol.schema import Struct
 from clients.types import DeliveryCallback, RecordMetadata
@@ -86,6 +87,7 @@ _METADATA_ERRORS = {BY_NAME[n].code for n in (
     "NOT_ENOUGH_REPLICAS", "NOT_ENOUGH_REPLICAS_AFTER_APPEND", "FENCED_LEADER_EPOCH",
     "UNKNOWN_LEADER_EPOCH", "KAFKA_STORAGE_ERROR", "REPLICA_NOT_AVAILABLE")}
 _DUPLICATE_SEQUENCE = BY_NAME["DUPLICATE_SEQUENCE_NUMBER"].code
+_PRODUCE = lookup_api("Produce")     # resolved once, not by name per request
 _OUT_OF_ORDER_SEQUENCE = BY_NAME["OUT_OF_ORDER_SEQUENCE_NUMBER"].code
 _UNKNOWN_PRODUCER_ID = BY_NAME["UNKNOWN_PRODUCER_ID"].code
 _INT32_MAX = 2**31 - 1
@@ -222,6 +224,7 @@ class AsyncProducer(ProducerTransactions):
         self._backoff = cfg.ms("retry.backoff.ms")
         self._backoff_max = max(self._backoff, cfg.ms("retry.backoff.max.ms"))
         self._request_timeout = cfg.ms("request.timeout.ms")
+        self._request_timeout_ms = int(self._request_timeout * 1000)   # as Produce says it
         self._wake = Wakeup()        # the sender's: work may be waiting
         self._space = Broadcast()    # a batch completed: buffer memory was freed
         # Called (on the loop) whenever a batch gives its buffer memory back: the sync
@@ -817,7 +820,7 @@ class AsyncProducer(ProducerTransactions):
         if self._txn is not None:
             self._txn.sent_batch()
         body = {"transactional_id": self._txn.tid if self._txn else None, "acks": self._acks,
-                "timeout_ms": int(self._request_timeout * 1000),
+                "timeout_ms": self._request_timeout_ms,
                 "topic_data": [{"name": t, "partition_data": pd} for t, pd in topics.items()]}
         if self._acks == 0:
             task = asyncio.get_running_loop().create_task(
@@ -826,7 +829,8 @@ class AsyncProducer(ProducerTransactions):
             task.add_done_callback(self._requests.discard)
             return
         try:
-            fut = conn.request_nowait("Produce", body, version=self._produce_version(conn),
+            fut = conn.request_nowait(_PRODUCE, body, version=None if self._txn is None
+                                      else self._produce_version(conn),
                                       timeout=self._request_timeout)
         except Exception as e:
             self._produced(node, batches, by_tp, None, e)

@@ -29,7 +29,7 @@ from collections import deque
 from typing import Any, NamedTuple
 
 from .framing import FrameReceiver
-from .headers import decode_response_header
+from .headers import skip_tagged_fields
 from .messages import api as _api
 from .schema import Api, Struct
 from .types import DecodeError, Reader, Writer
@@ -92,6 +92,7 @@ class InFlight(NamedTuple):
     correlation_id: int
     api: Api
     version: int
+    response_header_version: int = 0
 
 
 def expects_response(api: Api, body: Any) -> bool:
@@ -116,6 +117,9 @@ class ClientProtocol:
             encoded = client_id.encode("utf-8")
             tail = _INT16.pack(len(encoded)) + encoded
         self._header_tails = (b"", tail, tail + b"\x00")
+        # (api key, version) -> (what follows the correlation id in its request header,
+        # its response header's version): two calls into the schema a request, otherwise
+        self._headers: dict[tuple[int, int], tuple[bytes, int]] = {}
         self.max_frame_size = max_frame_size
         self._next_cid = first_correlation_id & _MAX_CORRELATION_ID
         self._in_flight: deque[InFlight] = deque()
@@ -142,15 +146,19 @@ class ClientProtocol:
         if expect_response is None:
             expect_response = expects_response(a, body)
         cid = self._next_cid
+        headers = self._headers.get((a.key, version))
+        if headers is None:
+            headers = self._headers[(a.key, version)] = (
+                self._header_tails[a.request_header_version(version)],
+                a.response_header_version(version))
         # The frame in one buffer: its size, the header (one pack and the client id's
         # bytes, as encode_request_header writes them), the body; the size written last.
-        w = Writer(_FRAME_HEAD.pack(0, a.key, version, cid)
-                   + self._header_tails[a.request_header_version(version)])
+        w = Writer(_FRAME_HEAD.pack(0, a.key, version, cid) + headers[0])
         a.encode_request(body, version, w)  # may raise: nothing is registered yet
         frame = w.framed()
         self._next_cid = (cid + 1) & _MAX_CORRELATION_ID
         if expect_response:
-            self._in_flight.append(InFlight(cid, a, version))
+            self._in_flight.append(InFlight(cid, a, version, headers[1]))
         return cid, frame
 
     # ------------------------------------------------------------------ receiving
@@ -217,8 +225,8 @@ class ClientProtocol:
         self._in_flight.popleft()
         a, version = head.api, head.version
         try:
-            r = Reader(frame)
-            decode_response_header(r, a.response_header_version(version))
+            if head.response_header_version:
+                skip_tagged_fields(r)       # the rest of response header v1
             if a.key == _API_VERSIONS_KEY and version > 0 and _is_unsupported_version(r):
                 # The broker did not know our version and answered in the v0 format.
                 version = 0

@@ -78,11 +78,17 @@ def encode_response_header(w: Writer, correlation_id: int, header_version: int) 
 def decode_response_header(r: Reader, header_version: int) -> int:
     cid = r.int32()
     if header_version >= 1:
-        for _ in range(r.uvarint()):
-            r.uvarint()
-            r.skip(r.uvarint())
+        skip_tagged_fields(r)
     return cid
 
 
+def skip_tagged_fields(r: Reader) -> None:
+    """Read past a tagged-field section (response header v1 keeps none that we read)."""
+    for _ in range(r.uvarint()):
+        r.uvarint()
+        r.skip(r.uvarint())
+
+
 __all__ = ["RequestHeader", "peek_api", "decode_request_header", "encode_request_header",
-           "encode_response_header", "decode_response_header", "DecodeError"]
+           "encode_response_header", "decode_response_header", "skip_tagged_fields",
+           "DecodeError"]

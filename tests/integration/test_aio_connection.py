@@ -60,6 +60,11 @@ def test_connect_negotiates_versions(broker):
             # connection usable (the broker would close it).
             with pytest.raises(UnsupportedVersionError):
                 await conn.request("Metadata", {"topics": []}, version=99)
+            # version_for's answer is remembered per API: a request at another version is
+            # still checked against both ranges
+            with pytest.raises(UnsupportedVersionError):
+                await conn.request("Metadata", {"topics": []},
+                                   version=versions[api("Metadata").key][1] + 1)
             assert (await conn.request("ApiVersions", {}, version=0)).error_code == 0
             assert not conn.closed
         finally:
