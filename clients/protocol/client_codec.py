@@ -93,6 +93,7 @@ class InFlight(NamedTuple):
     api: Api
     version: int
     response_header_version: int = 0
+    read: Any = None        # the response body's decoder at `version`
 
 
 def expects_response(api: Api, body: Any) -> bool:
@@ -118,8 +119,9 @@ class ClientProtocol:
             tail = _INT16.pack(len(encoded)) + encoded
         self._header_tails = (b"", tail, tail + b"\x00")
         # (api key, version) -> (what follows the correlation id in its request header,
-        # its response header's version): two calls into the schema a request, otherwise
-        self._headers: dict[tuple[int, int], tuple[bytes, int]] = {}
+        # its response header's version, the body's encoder, the answer's decoder): four
+        # calls into the schema a request, otherwise
+        self._wire: dict[tuple[int, int], tuple[bytes, int, Any, Any]] = {}
         self.max_frame_size = max_frame_size
         self._next_cid = first_correlation_id & _MAX_CORRELATION_ID
         self._in_flight: deque[InFlight] = deque()
@@ -146,19 +148,20 @@ class ClientProtocol:
         if expect_response is None:
             expect_response = expects_response(a, body)
         cid = self._next_cid
-        headers = self._headers.get((a.key, version))
-        if headers is None:
-            headers = self._headers[(a.key, version)] = (
+        wire = self._wire.get((a.key, version))
+        if wire is None:
+            wire = self._wire[(a.key, version)] = (   # UnsupportedVersion: nothing kept
                 self._header_tails[a.request_header_version(version)],
-                a.response_header_version(version))
+                a.response_header_version(version), a.request_codec(version).write,
+                a.response_codec(version).read)
         # The frame in one buffer: its size, the header (one pack and the client id's
         # bytes, as encode_request_header writes them), the body; the size written last.
-        w = Writer(_FRAME_HEAD.pack(0, a.key, version, cid) + headers[0])
-        a.encode_request(body, version, w)  # may raise: nothing is registered yet
+        w = Writer(_FRAME_HEAD.pack(0, a.key, version, cid) + wire[0])
+        wire[2](w, body)                    # may raise: nothing is registered yet
         frame = w.framed()
         self._next_cid = (cid + 1) & _MAX_CORRELATION_ID
         if expect_response:
-            self._in_flight.append(InFlight(cid, a, version, headers[1]))
+            self._in_flight.append(InFlight(cid, a, version, wire[1], wire[3]))
         return cid, frame
 
     # ------------------------------------------------------------------ receiving
@@ -230,7 +233,9 @@ class ClientProtocol:
             if a.key == _API_VERSIONS_KEY and version > 0 and _is_unsupported_version(r):
                 # The broker did not know our version and answered in the v0 format.
                 version = 0
-            body = a.decode_response(r, version)
+                body = a.decode_response(r, version)
+            else:
+                body = head.read(r)
         except DecodeError as e:
             raise ProtocolError(f"cannot decode {a.name} v{version} response "
                                 f"(correlation id {received}): {e}") from e

@@ -233,6 +233,14 @@ class Api:
             self._cache[key] = codec
         return codec
 
+    def request_codec(self, version: int) -> StructCodec:
+        """The request body's compiled reader and writer at `version` (UnsupportedVersion
+        for a version not declared)."""
+        return self._codec("req", version)
+
+    def response_codec(self, version: int) -> StructCodec:
+        return self._codec("resp", version)
+
     def decode_request(self, data: Any, version: int) -> Struct:
         return self._codec("req", version).read(data if isinstance(data, Reader) else Reader(data))
 
