@@ -579,8 +579,13 @@ class AsyncProducer(ProducerTransactions):
                            else value_ser(topic, value) if value_ser else _as_bytes(value, "value"))
             if value_bytes is not None and type(value_bytes) is not bytes:
                 value_bytes = _serialized(value_bytes, "value")
-            hdrs = _encoded_headers(headers) if headers else _NO_HEADERS
-            size = record_size(key_bytes, value_bytes, hdrs)
+            if headers:
+                hdrs = _encoded_headers(headers)
+                size = record_size(key_bytes, value_bytes, hdrs)
+            else:
+                hdrs = _NO_HEADERS      # record_size inline, for the common record
+                size = PLAIN_RECORD_OVERHEAD + (len(key_bytes) if key_bytes else 0) + (
+                    len(value_bytes) if value_bytes else 0)
             if size > limit:
                 raise self._too_large(size)
             if not acc.reserve(size):

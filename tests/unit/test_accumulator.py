@@ -383,3 +383,22 @@ def test_send_batch_keyless_records_follow_a_keyed_one_into_the_sticky_partition
         await p.close(0)
 
     asyncio.run(main())
+
+
+def test_send_batch_reserves_each_records_size_as_record_size_gives_it():
+    # send_batch works out the size of a record without headers inline: the memory it
+    # reserves must be record_size's, keys, empty and null values included.
+    records = [(None, b"v" * 10, None, None, 0), (b"key", b"v" * 100, None, None, 1),
+               (b"k", None, None, None, 0), (None, b"", None, None, 1),
+               (b"k2", b"x", [("h", b"1")], None, 0)]
+
+    async def main():
+        p = fake_producer(linger_ms=10_000)
+        await p.send_batch("t", records)
+        used = p._acc.used
+        await p.close(0)
+        return used
+
+    from clients.aio.producer import _encoded_headers
+    expected = sum(record_size(k, v, _encoded_headers(h)) for k, v, h, _, _ in records)
+    assert asyncio.run(main()) == expected
