@@ -104,6 +104,29 @@ class _Outcome:
         self.numbers: list[int] = []
 
 
+class Completions(threading.Condition):
+    """The condition one producer's futures share. Every completed batch notifies it, and
+    threading.Condition.notify_all() runs four Python calls even when nobody waits (as in
+    a send() loop that looks at its futures only afterwards): this one counts its waiters
+    and notifies only when there are any. (Unlike Condition's, a notify_all() without
+    waiters does not check that the lock is held; every caller here holds it.)"""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waiting = 0        # changed with the lock held only
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waiting += 1
+        try:
+            return super().wait(timeout)
+        finally:
+            self.waiting -= 1
+
+    def notify_all(self) -> None:
+        if self.waiting:
+            super().notify_all()
+
+
 class RecordFuture(concurrent.futures.Future):
     """The concurrent.futures.Future that send() returns, made cheap to make and to
     complete, since a send() loop makes one per record:
@@ -346,7 +369,7 @@ class Producer:
         self._memory_waiters = 0
         self._core.on_memory_freed = self._notify_memory_freed
         # The class of this producer's futures: they share one lock (see RecordFuture).
-        self._future = RecordFuture.sharing(threading.Condition())
+        self._future = RecordFuture.sharing(Completions())
 
     @staticmethod
     async def _make(config: Mapping[str, Any] | None, kwargs: dict[str, Any]) -> AsyncProducer:

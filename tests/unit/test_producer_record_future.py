@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from clients.producer import RecordFuture, _CallerBatch
+from clients.producer import Completions, RecordFuture, _CallerBatch
 from clients.types import RecordMetadata, TopicPartition
 
 
@@ -34,8 +34,9 @@ def test_each_future_has_lists_of_its_own() -> None:
     assert not b._waiters and not vars(cls()), "a new future carries nothing of its own"
 
 
-def test_waiting_outlasts_the_completion_of_other_futures() -> None:
-    cls = RecordFuture.sharing(threading.Condition())
+@pytest.mark.parametrize("condition", [threading.Condition, Completions])
+def test_waiting_outlasts_the_completion_of_other_futures(condition) -> None:
+    cls = RecordFuture.sharing(condition())
     mine, others = cls(), [cls() for _ in range(20)]
 
     def complete() -> None:
@@ -83,8 +84,9 @@ def _batch_of(futs: list[RecordFuture], callbacks: list[Any]) -> _CallerBatch:
     return batch
 
 
-def test_a_batch_completes_its_futures_together_with_waiters_and_callbacks() -> None:
-    cls = RecordFuture.sharing(threading.Condition())
+@pytest.mark.parametrize("condition", [threading.Condition, Completions])
+def test_a_batch_completes_its_futures_together_with_waiters_and_callbacks(condition) -> None:
+    cls = RecordFuture.sharing(condition())
     futs = [cls() for _ in range(5)]
     order: list[Any] = []
     delivered = [None, None, lambda err, md: order.append(("delivery", md.offset)), None, None]
@@ -178,3 +180,27 @@ def test_records_the_io_thread_appends_to_a_callers_batch_are_resolved_too(fails
         batch.complete(base_offset=10, log_append_time=-1)
         assert foreign.result(0) == RecordMetadata("t", 3, 11, 2000, -1, 4) == heard[0]
         assert mine.result(0).offset == 10
+
+
+def test_completions_notify_only_when_a_thread_waits(monkeypatch) -> None:
+    # A batch completing notifies its producer's condition; with nobody waiting (a send()
+    # loop that reads its futures afterwards) that costs nothing, and a waiter is still woken.
+    notified: list[int] = []
+    real = threading.Condition.notify
+    monkeypatch.setattr(threading.Condition, "notify",
+                        lambda self, n=1: (notified.append(n), real(self, n))[1])
+    cls = RecordFuture.sharing(Completions())
+    futs = [cls(), cls()]
+    _batch_of(futs[:1], [None]).complete(base_offset=1, log_append_time=-1)
+    assert futs[0].result(0).offset == 1 and notified == [] and cls._condition.waiting == 0
+    batch = _batch_of(futs[1:], [None])
+    got: list[Any] = []
+    waiter = threading.Thread(target=lambda: got.append(futs[1].result(5)))
+    waiter.start()
+    deadline = time.monotonic() + 5
+    while cls._condition.waiting != 1 and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert cls._condition.waiting == 1
+    batch.complete(base_offset=7, log_append_time=-1)
+    waiter.join(5)
+    assert got and got[0].offset == 7 and notified and cls._condition.waiting == 0
