@@ -536,10 +536,18 @@ class Producer:
         return None
 
     def _notify_memory_freed(self) -> None:
-        """On the I/O thread, when a batch gave its memory back."""
+        """On the I/O thread, when a batch gave its memory back: callers waiting for memory
+        are woken once an eighth of buffer.memory is free, not for every batch (each
+        wake-up is a hand-over of the GIL both ways, and it let a caller append one batch
+        of records before it waited again)."""
         if self._memory_waiters:
-            with self._lock:
-                self._memory_freed.notify_all()
+            acc = self._core._acc
+            # (read without the lock: a caller that misses a wake-up by it re-checks
+            # within its bounded wait)
+            free = acc.buffer_memory - (acc.used + self._open_bytes - self._adopted_bytes)
+            if free >= acc.buffer_memory >> 3 or not acc.incomplete:
+                with self._lock:
+                    self._memory_freed.notify_all()
 
     def _hand_batch(self, batch: ProducerBatch) -> None:
         """With the lock held: an open batch of this side goes to the I/O thread."""

@@ -11,7 +11,8 @@ flush/close. What must hold, against a real broker:
 - a record the serializer refuses fails its future and on_delivery (on the I/O thread, as
   every delivery report), and the records around it are delivered; a serializer's
   bytearray or memoryview is sent as its bytes;
-- a full buffer.memory blocks send() in the caller's thread for max.block.ms;
+- a full buffer.memory blocks send() in the caller's thread for max.block.ms, and a caller
+  waiting for memory is woken when an eighth of it is free, not for every batch;
 - past 10,000 records queued one by one, send() waits for the I/O thread and is woken as
   soon as it takes them.
 """
@@ -77,6 +78,31 @@ def test_records_past_a_full_buffer_keep_their_order_and_all_arrive(broker):
         assert [i for _, i in pairs] == list(range(part, n, 2))
     assert sorted(int(r.value[:6]) for r in ck_consume_all(broker.bootstrap, "order-memory", 2, n)) \
         == list(range(n))
+
+
+def test_a_caller_waiting_for_memory_is_woken_when_an_eighth_is_free_not_per_batch(broker):
+    # Each wake-up of a caller waiting for buffer.memory is a hand-over of the GIL both
+    # ways, and it let the caller append one batch before it waited again: the I/O thread
+    # wakes it once an eighth of the buffer is free (or nothing is left in flight).
+    create_topic(broker.bootstrap, "memory-wakeups", 1)
+    n = 5_000
+    with Producer(bootstrap_servers=broker.bootstrap, buffer_memory=1 << 20,
+                  batch_size=16384, linger_ms=5) as p:
+        p.partitions_for("memory-wakeups")
+        notifies = 0
+        real = p._memory_freed.notify_all
+
+        def counted() -> None:
+            nonlocal notifies
+            notifies += 1
+            real()
+        p._memory_freed.notify_all = counted     # type: ignore[method-assign]
+        futs = [p.send("memory-wakeups", b"%06d" % i + b"." * 1018, partition=0)
+                for i in range(n)]
+        p.flush(60)
+        assert [f.result(30).offset for f in futs] == list(range(n))
+    batches = n * 1045 // 16384             # ~15 records of 1 KiB a batch
+    assert 0 < notifies <= batches // 4, f"{notifies} wake-ups for ~{batches} batches"
 
 
 def test_a_batch_that_never_fills_goes_out_after_linger(broker):
