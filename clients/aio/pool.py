@@ -140,14 +140,7 @@ class ConnectionPool:
             return conn
 
     def _usable(self, node: Node, conn: BrokerConnection) -> bool:
-        """Open, its SASL session not ending, and still where `node` is (_session_ending
-        and _points_at, inline: a producer's sender asks this for every request)."""
-        if conn.closed:
-            return False
-        at = getattr(conn, "reauthenticate_at", None)
-        if at is not None and asyncio.get_running_loop().time() >= at:
-            return False
-        return not isinstance(node, int) or self._addresses.get(node) == (conn.host, conn.port)
+        return not conn.closed and not self._session_ending(conn) and self._points_at(node, conn)
 
     def _points_at(self, node: Node, conn: BrokerConnection) -> bool:
         if isinstance(node, int):
