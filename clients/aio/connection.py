@@ -304,7 +304,7 @@ class BrokerConnection:
 
     def version_for(self, api_name: str | int | Api) -> int:
         """The highest version of the API that both this client and the broker support."""
-        a = api_name if isinstance(api_name, Api) else lookup_api(api_name)
+        a = _resolve(api_name)
         version = self._negotiated.get(a.key)
         if version is not None:
             return version
@@ -382,7 +382,7 @@ class BrokerConnection:
     def _write_request(self, api_name: str | int | Api, body: Any,
                        version: int | None) -> tuple[Api, int, "asyncio.Future[Struct]"]:
         """Write a request that gets an answer: its API, version and answer's future."""
-        a = api_name if isinstance(api_name, Api) else lookup_api(api_name)   # _resolve
+        a = _resolve(api_name)
         if version is None:
             version = self.version_for(a)
         if not expects_response(a, body):
